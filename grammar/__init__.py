@@ -1,0 +1,1 @@
+"""The dialect's Lark grammar files, a package so that they ship inside the wheel."""

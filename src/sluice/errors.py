@@ -1,0 +1,101 @@
+"""The one error hierarchy: `SqlError` and its SQLSTATE-coded leaves, plus `format_error`.
+
+Every failure a user can cause surfaces as a `SqlError`; third-party exceptions (Lark,
+sqlglot, Spark, Kafka) are translated into one of these at the boundary where they arise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Half-open character range `[start, end)` into the text a statement was parsed from."""
+
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.end:
+            raise ValueError(f"bad span [{self.start}, {self.end})")
+
+    def shift(self, offset: int) -> Span:
+        return Span(self.start + offset, self.end + offset)
+
+    def cover(self, other: Span) -> Span:
+        return Span(min(self.start, other.start), max(self.end, other.end))
+
+
+class SqlError(Exception):
+    """Root of every error sluice reports to a user. Leaves set `code` (SQLSTATE)."""
+
+    code = "XX000"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        span: Span | None = None,
+        detail: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.detail = detail
+        self.hint = hint
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r}, span={self.span!r})"
+
+
+class ParseError(SqlError):
+    """The text is not a statement of the dialect."""
+
+    code = "42601"
+
+
+class FeatureNotSupported(SqlError):
+    """Valid SQL that sluice does not (yet) implement."""
+
+    code = "0A000"
+
+
+_LONG_LINE = 80  # lines longer than this are shown as a window around the caret, as psql does
+_CONTEXT = 36
+
+
+def format_error(err: SqlError, text: str | None = None) -> str:
+    """Render `err` the way psql does: `ERROR:  msg`, the line with a caret, DETAIL, HINT."""
+    lines = [f"ERROR:  {err.message}"]
+    if text is not None and err.span is not None and err.span.start <= len(text):
+        lines.extend(_caret_lines(text, err.span.start))
+    if err.detail:
+        lines.append(f"DETAIL:  {err.detail}")
+    if err.hint:
+        lines.append(f"HINT:  {err.hint}")
+    return "\n".join(lines)
+
+
+def _caret_lines(text: str, pos: int) -> list[str]:
+    line_start = text.rfind("\n", 0, pos) + 1
+    line_end = text.find("\n", pos)
+    if line_end == -1:
+        line_end = len(text)
+    line_no = text.count("\n", 0, pos) + 1
+    source = text[line_start:line_end].expandtabs(1)
+    col = pos - line_start
+    if len(source) <= _LONG_LINE:
+        window_start, window_end = 0, len(source)
+    else:
+        window_start = max(0, col - _CONTEXT)
+        window_end = min(len(source), col + _CONTEXT)
+    shown = source[window_start:window_end]
+    if window_start > 0:
+        shown = "..." + shown
+        col = col - window_start + 3
+    if window_end < len(source):
+        shown = shown + "..."
+    prefix = f"LINE {line_no}: "
+    return [prefix + shown, " " * (len(prefix) + col) + "^"]

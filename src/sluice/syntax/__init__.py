@@ -1,0 +1,43 @@
+"""Text → typed AST for the sluice dialect (and AST → canonical SQL via `to_sql`).
+
+The only package that imports Lark. `parse` splits a script into statements, parses each
+with the cached LALR parser and builds the AST; every failure is a `ParseError`.
+"""
+
+from __future__ import annotations
+
+from lark.exceptions import UnexpectedInput
+
+from sluice.errors import ParseError, Span
+from sluice.syntax import ast
+from sluice.syntax.builder import Builder
+from sluice.syntax.diagnostics import translate
+from sluice.syntax.grammar import parser
+from sluice.syntax.splitter import split_statements
+
+__all__ = ["ast", "parse", "parse_one", "parse_statement"]
+
+
+def parse(text: str) -> list[ast.Statement]:
+    """Every statement of a `;`-separated script, spans absolute in `text`."""
+    return [parse_statement(text, start, end) for start, end in split_statements(text)]
+
+
+def parse_one(text: str) -> ast.Statement:
+    """Exactly one statement (a trailing `;` is allowed)."""
+    pieces = list(split_statements(text))
+    if len(pieces) != 1:
+        where = Span(pieces[1][0], pieces[1][0]) if pieces else Span(len(text), len(text))
+        found = "EOF" if not pieces else "a second statement"
+        raise ParseError(f"Expected one statement, found {found}", span=where)
+    return parse_statement(text, *pieces[0])
+
+
+def parse_statement(text: str, start: int, end: int) -> ast.Statement:
+    """The statement in `text[start:end]`."""
+    statement = text[start:end]
+    try:
+        tree = parser().parse(statement)
+    except UnexpectedInput as e:
+        raise translate(e, statement, start) from None
+    return Builder(start).build(tree)

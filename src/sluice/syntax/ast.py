@@ -1,0 +1,607 @@
+"""The typed syntax tree: one frozen dataclass per grammar rule, and its canonical SQL.
+
+A node is named after the rule it comes from (`CreateSource` ↔ `create_source`). Spans are
+kept on every parsed node but are not part of equality or `repr`, so a tree re-parsed from
+its own `to_sql()` compares equal to the original. Query bodies stay sqlglot expressions
+(`QueryBody`); their canonical text is sqlglot's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from sluice.errors import Span
+from sluice.syntax.keywords import RESERVED
+
+_BARE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
+
+
+def quote_ident(name: str) -> str:
+    """`name` as SQL: bare when it re-reads as itself, otherwise double-quoted."""
+    if _BARE_IDENT.fullmatch(name) and name.upper() not in RESERVED:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class Node:
+    span: Span | None = field(default=None, compare=False, repr=False, kw_only=True)
+
+    def to_sql(self) -> str:
+        raise NotImplementedError(type(self).__name__)
+
+
+@dataclass(frozen=True)
+class Statement(Node):
+    """A top-level statement."""
+
+
+def _csv(nodes: tuple[Node, ...]) -> str:
+    return ", ".join(n.to_sql() for n in nodes)
+
+
+def _clause(prefix: str, node: Node | None) -> str:
+    return f" {prefix}{node.to_sql()}" if node is not None else ""
+
+
+# ---------------------------------------------------------------- names and values
+
+
+@dataclass(frozen=True)
+class Ident(Node):
+    """An identifier, already normalised: unquoted ones are folded to lower case."""
+
+    value: str
+
+    def to_sql(self) -> str:
+        return quote_ident(self.value)
+
+
+@dataclass(frozen=True)
+class ObjectName(Node):
+    parts: tuple[Ident, ...]
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1].value
+
+    def to_sql(self) -> str:
+        return ".".join(p.to_sql() for p in self.parts)
+
+    def __str__(self) -> str:
+        return ".".join(p.value for p in self.parts)
+
+
+@dataclass(frozen=True)
+class StringLiteral(Node):
+    value: str
+
+    def to_sql(self) -> str:
+        return quote_string(self.value)
+
+
+@dataclass(frozen=True)
+class NumberLiteral(Node):
+    """A numeric literal, kept as its text (sign included) so nothing is lost to floats."""
+
+    text: str
+
+    @property
+    def value(self) -> int | float:
+        try:
+            return int(self.text)
+        except ValueError:
+            return float(self.text)
+
+    def to_sql(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class BooleanLiteral(Node):
+    value: bool
+
+    def to_sql(self) -> str:
+        return "true" if self.value else "false"
+
+
+@dataclass(frozen=True)
+class NullLiteral(Node):
+    def to_sql(self) -> str:
+        return "NULL"
+
+
+@dataclass(frozen=True)
+class KeywordValue(Node):
+    """An option value spelled as a keyword, such as `ALL` in `ERROR TOLERANCE = ALL`."""
+
+    word: str
+
+    def to_sql(self) -> str:
+        return self.word
+
+
+@dataclass(frozen=True)
+class SecretRef(Node):
+    name: ObjectName
+
+    def to_sql(self) -> str:
+        return f"SECRET {self.name.to_sql()}"
+
+
+@dataclass(frozen=True)
+class ValueList(Node):
+    items: tuple[Node, ...]
+
+    def to_sql(self) -> str:
+        return f"({_csv(self.items)})"
+
+
+Literal = StringLiteral | NumberLiteral | BooleanLiteral | NullLiteral
+
+
+@dataclass(frozen=True)
+class Option(Node):
+    """`NAME [=] value`; the subclasses say which clause the option belongs to."""
+
+    name: str
+    value: Node
+
+    def to_sql(self) -> str:
+        return f"{self.name} = {self.value.to_sql()}"
+
+
+@dataclass(frozen=True)
+class ConnectionOption(Option):
+    pass
+
+
+@dataclass(frozen=True)
+class KafkaOption(Option):
+    pass
+
+
+@dataclass(frozen=True)
+class WithOption(Option):
+    pass
+
+
+# ---------------------------------------------------------------- connections
+
+
+@dataclass(frozen=True)
+class CreateConnection(Statement):
+    name: ObjectName
+    connection_type: str  # "KAFKA" | "CONFLUENT SCHEMA REGISTRY"
+    options: tuple[ConnectionOption, ...]
+    if_not_exists: bool = False
+
+    KAFKA: ClassVar[str] = "KAFKA"
+    CONFLUENT_SCHEMA_REGISTRY: ClassVar[str] = "CONFLUENT SCHEMA REGISTRY"
+
+    def to_sql(self) -> str:
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        return (
+            f"CREATE CONNECTION{ine} {self.name.to_sql()} "
+            f"TO {self.connection_type} ({_csv(self.options)})"
+        )
+
+
+# ---------------------------------------------------------------- formats
+
+
+@dataclass(frozen=True)
+class TextFormat(Node):
+    def to_sql(self) -> str:
+        return "TEXT"
+
+
+@dataclass(frozen=True)
+class BytesFormat(Node):
+    def to_sql(self) -> str:
+        return "BYTES"
+
+
+@dataclass(frozen=True)
+class JsonFormat(Node):
+    array: bool = False
+
+    def to_sql(self) -> str:
+        return "JSON ARRAY" if self.array else "JSON"
+
+
+@dataclass(frozen=True)
+class CsvFormat(Node):
+    """`CSV WITH n COLUMNS` (column_count) or `CSV WITH HEADER (a, b)` (header)."""
+
+    column_count: int | None = None
+    header: tuple[Ident, ...] | None = None
+    delimiter: StringLiteral | None = None
+
+    def to_sql(self) -> str:
+        if self.header is not None:
+            shape = f"HEADER ({_csv(self.header)})"
+        else:
+            shape = f"{self.column_count} COLUMNS"
+        return f"CSV WITH {shape}{_clause('DELIMITED BY ', self.delimiter)}"
+
+
+@dataclass(frozen=True)
+class InlineSchema(Node):
+    schema: StringLiteral
+    confluent_wire_format: bool | None = None
+
+    def to_sql(self) -> str:
+        text = f"SCHEMA {self.schema.to_sql()}"
+        if self.confluent_wire_format is not None:
+            flag = "true" if self.confluent_wire_format else "false"
+            text += f" (CONFLUENT WIRE FORMAT = {flag})"
+        return text
+
+
+@dataclass(frozen=True)
+class CsrSchema(Node):
+    connection: ObjectName
+
+    def to_sql(self) -> str:
+        return f"CONFLUENT SCHEMA REGISTRY CONNECTION {self.connection.to_sql()}"
+
+
+@dataclass(frozen=True)
+class AvroFormat(Node):
+    schema: InlineSchema | CsrSchema
+
+    def to_sql(self) -> str:
+        return f"AVRO USING {self.schema.to_sql()}"
+
+
+Format = TextFormat | BytesFormat | JsonFormat | CsvFormat | AvroFormat
+
+
+@dataclass(frozen=True)
+class BareFormat(Node):
+    format: Format
+
+    def to_sql(self) -> str:
+        return f"FORMAT {self.format.to_sql()}"
+
+
+@dataclass(frozen=True)
+class KeyValueFormat(Node):
+    key: Format
+    value: Format
+
+    def to_sql(self) -> str:
+        return f"KEY FORMAT {self.key.to_sql()} VALUE FORMAT {self.value.to_sql()}"
+
+
+FormatSpec = BareFormat | KeyValueFormat
+
+
+# ---------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class IncludeMetadata(Node):
+    kind: str  # KEY | PARTITION | OFFSET | TIMESTAMP | HEADERS
+    alias: Ident | None = None
+
+    def to_sql(self) -> str:
+        return self.kind + _clause("AS ", self.alias)
+
+
+@dataclass(frozen=True)
+class InlineErrors(Node):
+    alias: Ident | None = None
+
+    def to_sql(self) -> str:
+        return "INLINE" + _clause("AS ", self.alias)
+
+
+@dataclass(frozen=True)
+class PropagateErrors(Node):
+    def to_sql(self) -> str:
+        return "PROPAGATE"
+
+
+@dataclass(frozen=True)
+class EnvelopeNone(Node):
+    def to_sql(self) -> str:
+        return "NONE"
+
+
+@dataclass(frozen=True)
+class EnvelopeDebezium(Node):
+    def to_sql(self) -> str:
+        return "DEBEZIUM"
+
+
+@dataclass(frozen=True)
+class EnvelopeUpsert(Node):
+    """`UPSERT`; `value_decoding_errors` is empty when the clause is absent."""
+
+    value_decoding_errors: tuple[InlineErrors | PropagateErrors, ...] = ()
+
+    def to_sql(self) -> str:
+        if not self.value_decoding_errors:
+            return "UPSERT"
+        return f"UPSERT (VALUE DECODING ERRORS = ({_csv(self.value_decoding_errors)}))"
+
+
+Envelope = EnvelopeNone | EnvelopeDebezium | EnvelopeUpsert
+
+
+@dataclass(frozen=True)
+class CreateSource(Statement):
+    name: ObjectName
+    connection: ObjectName
+    kafka_options: tuple[KafkaOption, ...]
+    if_not_exists: bool = False
+    columns: tuple[Ident, ...] = ()
+    format: FormatSpec | None = None
+    include: tuple[IncludeMetadata, ...] = ()
+    envelope: Envelope | None = None
+    with_options: tuple[WithOption, ...] = ()
+
+    def to_sql(self) -> str:
+        parts = ["CREATE SOURCE"]
+        if self.if_not_exists:
+            parts.append("IF NOT EXISTS")
+        parts.append(self.name.to_sql())
+        if self.columns:
+            parts.append(f"({_csv(self.columns)})")
+        parts.append(
+            f"FROM KAFKA CONNECTION {self.connection.to_sql()} ({_csv(self.kafka_options)})"
+        )
+        if self.format is not None:
+            parts.append(self.format.to_sql())
+        if self.include:
+            parts.append(f"INCLUDE {_csv(self.include)}")
+        if self.envelope is not None:
+            parts.append(f"ENVELOPE {self.envelope.to_sql()}")
+        if self.with_options:
+            parts.append(f"WITH ({_csv(self.with_options)})")
+        return " ".join(parts)
+
+
+# ---------------------------------------------------------------- sinks
+
+
+@dataclass(frozen=True)
+class CreateSink(Statement):
+    name: ObjectName
+    from_: ObjectName
+    connection: ObjectName
+    kafka_options: tuple[KafkaOption, ...]
+    format: FormatSpec
+    envelope: EnvelopeUpsert | EnvelopeDebezium
+    if_not_exists: bool = False
+    key: tuple[Ident, ...] = ()
+
+    def to_sql(self) -> str:
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        key = f" KEY ({_csv(self.key)})" if self.key else ""
+        return (
+            f"CREATE SINK{ine} {self.name.to_sql()} FROM {self.from_.to_sql()} "
+            f"INTO KAFKA CONNECTION {self.connection.to_sql()} ({_csv(self.kafka_options)})"
+            f"{key} {self.format.to_sql()} ENVELOPE {self.envelope.to_sql()}"
+        )
+
+
+# ---------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class DataType(Node):
+    """A column type as written: lower-cased words, modifiers such as (10, 2), array dims."""
+
+    name: str
+    modifiers: tuple[int, ...] = ()
+    array_dims: int = 0
+
+    def to_sql(self) -> str:
+        mods = f"({', '.join(map(str, self.modifiers))})" if self.modifiers else ""
+        return self.name + mods + "[]" * self.array_dims
+
+
+@dataclass(frozen=True)
+class ColumnConstraint(Node):
+    kind: str  # NOT NULL | NULL | PRIMARY KEY | UNIQUE | DEFAULT
+    default: Literal | None = None
+
+    def to_sql(self) -> str:
+        return self.kind + _clause("", self.default)
+
+
+@dataclass(frozen=True)
+class ColumnDef(Node):
+    name: Ident
+    data_type: DataType
+    constraints: tuple[ColumnConstraint, ...] = ()
+
+    def to_sql(self) -> str:
+        text = f"{self.name.to_sql()} {self.data_type.to_sql()}"
+        return " ".join([text, *(c.to_sql() for c in self.constraints)])
+
+
+@dataclass(frozen=True)
+class TableConstraint(Node):
+    kind: str  # PRIMARY KEY | UNIQUE
+    columns: tuple[Ident, ...]
+
+    def to_sql(self) -> str:
+        return f"{self.kind} ({_csv(self.columns)})"
+
+
+@dataclass(frozen=True)
+class CreateTable(Statement):
+    name: ObjectName
+    columns: tuple[ColumnDef, ...]
+    constraints: tuple[TableConstraint, ...] = ()
+    if_not_exists: bool = False
+
+    def to_sql(self) -> str:
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        return f"CREATE TABLE{ine} {self.name.to_sql()} ({_csv(self.columns + self.constraints)})"
+
+
+# ---------------------------------------------------------------- queries and views
+
+
+@dataclass(frozen=True)
+class QueryBody(Node):
+    """SQL parsed by sqlglot: `sql` is its canonical text, `expression` the sqlglot tree."""
+
+    sql: str
+    expression: Any = field(default=None, compare=False, repr=False, hash=False)
+
+    def to_sql(self) -> str:
+        return self.sql
+
+
+@dataclass(frozen=True)
+class Select(Statement):
+    body: QueryBody
+
+    def to_sql(self) -> str:
+        return self.body.to_sql()
+
+
+@dataclass(frozen=True)
+class Insert(Statement):
+    body: QueryBody
+
+    def to_sql(self) -> str:
+        return self.body.to_sql()
+
+
+@dataclass(frozen=True)
+class Update(Statement):
+    body: QueryBody
+
+    def to_sql(self) -> str:
+        return self.body.to_sql()
+
+
+@dataclass(frozen=True)
+class Delete(Statement):
+    body: QueryBody
+
+    def to_sql(self) -> str:
+        return self.body.to_sql()
+
+
+@dataclass(frozen=True)
+class CreateView(Statement):
+    name: ObjectName
+    query: QueryBody
+    materialized: bool = False
+    if_not_exists: bool = False
+    columns: tuple[Ident, ...] = ()
+
+    def to_sql(self) -> str:
+        kind = "MATERIALIZED VIEW" if self.materialized else "VIEW"
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        cols = f" ({_csv(self.columns)})" if self.columns else ""
+        return f"CREATE {kind}{ine} {self.name.to_sql()}{cols} AS {self.query.to_sql()}"
+
+
+@dataclass(frozen=True)
+class Subscribe(Statement):
+    target: ObjectName | QueryBody
+
+    def to_sql(self) -> str:
+        if isinstance(self.target, QueryBody):
+            return f"SUBSCRIBE ({self.target.to_sql()})"
+        return f"SUBSCRIBE {self.target.to_sql()}"
+
+
+# ---------------------------------------------------------------- catalog commands
+
+
+@dataclass(frozen=True)
+class ShowObjects(Statement):
+    kind: str  # SOURCES | VIEWS | MATERIALIZED VIEWS | TABLES | SINKS | CONNECTIONS
+
+    def to_sql(self) -> str:
+        return f"SHOW {self.kind}"
+
+
+@dataclass(frozen=True)
+class ShowColumns(Statement):
+    name: ObjectName
+
+    def to_sql(self) -> str:
+        return f"SHOW COLUMNS FROM {self.name.to_sql()}"
+
+
+@dataclass(frozen=True)
+class ShowCreate(Statement):
+    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION
+    name: ObjectName
+
+    def to_sql(self) -> str:
+        return f"SHOW CREATE {self.kind} {self.name.to_sql()}"
+
+
+@dataclass(frozen=True)
+class Drop(Statement):
+    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION
+    names: tuple[ObjectName, ...]
+    if_exists: bool = False
+    cascade: bool = False
+
+    def to_sql(self) -> str:
+        ie = " IF EXISTS" if self.if_exists else ""
+        cascade = " CASCADE" if self.cascade else ""
+        return f"DROP {self.kind}{ie} {_csv(self.names)}{cascade}"
+
+
+@dataclass(frozen=True)
+class Explain(Statement):
+    statement: Select | CreateView | Subscribe | CreateSink | CreateSource
+    stage: str | None = None  # PLAN | PYSPARK | TIMELINE
+
+    def to_sql(self) -> str:
+        if self.stage is None:
+            return f"EXPLAIN {self.statement.to_sql()}"
+        return f"EXPLAIN {self.stage} FOR {self.statement.to_sql()}"
+
+
+# ---------------------------------------------------------------- dumping
+
+
+def dump(node: Any, indent: str = "") -> str:
+    """An indented, span-free rendering of a tree, for golden files and `sluice parse --ast`."""
+    if isinstance(node, tuple):
+        if not node:
+            return "()"
+        inner = indent + "  "
+        items = "".join(f"\n{inner}{dump(n, inner)}," for n in node)
+        return f"({items}\n{indent})"
+    if not isinstance(node, Node):
+        return repr(node)
+    if isinstance(node, Ident):
+        return f"Ident({node.value!r})"
+    if isinstance(node, ObjectName):
+        return f"ObjectName({str(node)!r})" if len(node.parts) == 1 else (
+            f"ObjectName({[p.value for p in node.parts]!r})"
+        )
+    shown = [
+        (f.name, getattr(node, f.name))
+        for f in fields(node)
+        if f.repr and getattr(node, f.name) != f.default
+    ]
+    if not shown:
+        return f"{type(node).__name__}()"
+    if all(not isinstance(v, (Node, tuple)) for _, v in shown):
+        return f"{type(node).__name__}({', '.join(f'{k}={v!r}' for k, v in shown)})"
+    inner = indent + "  "
+    items = "".join(f"\n{inner}{k}={dump(v, inner)}," for k, v in shown)
+    return f"{type(node).__name__}({items}\n{indent})"

@@ -1,0 +1,118 @@
+"""The dialect's lexer: one regex per token, keywords decided by the LALR state.
+
+This does what Lark's contextual lexer does — a word is a keyword only where the parser
+state accepts that keyword, otherwise an identifier — with one scan per token instead of
+one per candidate terminal, which is most of what parsing costs. Where the state accepts
+a query body (the QUERY, PAREN_QUERY and *_STATEMENT terminals), the rest of the statement
+becomes that one token, for sqlglot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from lark.exceptions import UnexpectedCharacters
+from lark.common import LexerConf
+from lark.lexer import Lexer, PatternStr, Token
+
+_TOKEN = re.compile(
+    r"""
+    (?:\s+|--[^\n]*|/\*.*?\*/)*            # skipped: whitespace and comments
+    (?:
+        (?P<word>[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*)
+      | (?P<quoted>"(?:[^"]|"")+")
+      | (?P<string>'(?:[^']|'')*')
+      | (?P<decimal>[0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)
+      | (?P<integer>[0-9]+)
+      | (?P<sign>[-+])
+      | (?P<punct>[(),.=\[\]])
+      | (?P<end>\Z)
+    )
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_GROUP_TERMINALS = {
+    "quoted": "QUOTED_IDENTIFIER",
+    "string": "STRING",
+    "decimal": "DECIMAL",
+    "integer": "INTEGER",
+    "sign": "SIGN",
+}
+_QUERY_LEADS = {"SELECT", "WITH", "VALUES", "TABLE"}
+_STATEMENT_LEADS = {
+    "INSERT": "INSERT_STATEMENT",
+    "UPDATE": "UPDATE_STATEMENT",
+    "DELETE": "DELETE_STATEMENT",
+}
+
+
+class StateLexer(Lexer):
+    __future_interface__ = 2  # Lark passes (lexer_state, parser_state) to `lex`
+
+    def __init__(self, conf: LexerConf) -> None:
+        self.keywords: dict[str, str] = {}
+        self.punctuation: dict[str, str] = {}
+        for terminal in conf.terminals:
+            pattern = terminal.pattern
+            if isinstance(pattern, PatternStr):
+                if pattern.value.isalpha():
+                    self.keywords[pattern.value.upper()] = terminal.name
+                else:
+                    self.punctuation[pattern.value] = terminal.name
+
+    def lex(self, lexer_state, parser_state) -> Iterator[Token]:  # type: ignore[override]
+        text_slice = lexer_state.text
+        text, pos, stop = text_slice.text, text_slice.start, text_slice.end
+        states = parser_state.parse_conf.parse_table.states
+        while True:
+            match = _TOKEN.match(text, pos, stop)
+            if match is None:
+                raise UnexpectedCharacters(
+                    text, _skip_blank(text, pos, stop), None, None,
+                    allowed={t for t in states[parser_state.position] if t.isupper()},
+                )
+            kind = match.lastgroup
+            if kind == "end":
+                return
+            start, pos = match.start(kind), match.end()
+            value = match.group(kind)
+            accepted = states[parser_state.position]
+            if kind == "word":
+                name = self.word_terminal(value.upper(), accepted)
+                if name in _REST_OF_STATEMENT:
+                    yield _token(name, text[start:stop], start)
+                    return
+            elif kind == "punct":
+                name = self.punctuation[value]
+                if value == "(" and "LPAR" not in accepted:
+                    rest = next((t for t in ("PAREN_QUERY", "QUERY") if t in accepted), None)
+                    if rest is not None:
+                        yield _token(rest, text[start:stop], start)
+                        return
+            else:
+                name = _GROUP_TERMINALS[kind]
+            yield _token(name, value, start)
+
+    def word_terminal(self, word: str, accepted) -> str:
+        if word in _QUERY_LEADS and "QUERY" in accepted:
+            return "QUERY"
+        statement = _STATEMENT_LEADS.get(word)
+        if statement is not None and statement in accepted:
+            return statement
+        keyword = self.keywords.get(word)
+        if keyword is not None and (keyword in accepted or "IDENTIFIER" not in accepted):
+            return keyword
+        return "IDENTIFIER"
+
+
+_REST_OF_STATEMENT = {"QUERY", "PAREN_QUERY", *_STATEMENT_LEADS.values()}
+_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
+
+
+def _skip_blank(text: str, pos: int, stop: int) -> int:
+    return _BLANK.match(text, pos, stop).end()
+
+
+def _token(name: str, value: str, start: int) -> Token:
+    return Token(name, value, start, None, None, None, None, start + len(value))

@@ -1,0 +1,170 @@
+"""Query bodies: the sqlglot dialect sluice reads (Materialize plus `IGNORE/ONLY ERRORS`).
+
+`parse_query` turns the text of a SELECT/INSERT/UPDATE/DELETE or a view body into a
+`QueryBody`; every sqlglot failure becomes a `ParseError` pointing into the script.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.materialize import Materialize
+from sqlglot.errors import ErrorLevel, SqlglotError, TokenError
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.parsers.materialize import MaterializeParser
+from sqlglot.tokens import Token, TokenType
+
+from sluice.errors import ParseError, Span
+from sluice.syntax.ast import QueryBody
+from sluice.syntax.splitter import find_unterminated
+
+# `FROM IGNORE ERRORS src` reads a source's oks only, `FROM ONLY ERRORS src` its errs.
+ERRORS_MODIFIER = "errors_modifier"
+_MODIFIERS = {"IGNORE", "ONLY"}
+_MODIFIED = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.L_PAREN}
+
+
+class _PositionedError(SqlglotParseError):
+    """sqlglot's ParseError plus where it happened and what was found there.
+
+    `token` is None at the end of the text. It subclasses sqlglot's error so that the
+    parser's own backtracking (which catches ParseError) keeps working.
+    """
+
+    def __init__(self, message: str, token: Token | None, end_of_text: int) -> None:
+        super().__init__(message)
+        self.description = message
+        self.token = token
+        self.end_of_text = end_of_text
+
+
+class SluiceParser(MaterializeParser):
+    def raise_error(self, message: str, token: Token | None = None) -> None:
+        # sqlglot blames the last token read when the text ran out; we blame the end.
+        if token is None or token.token_type == TokenType.SENTINEL:
+            token = self._curr
+        if token.token_type == TokenType.SENTINEL:
+            token = None
+        error = _PositionedError(message, token, len(self.sql or ""))
+        if self.error_level == ErrorLevel.IMMEDIATE:
+            raise error
+        self.errors.append(error)
+
+    def _parse_table(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        modifier = self._match_errors_modifier()
+        operand = self._curr
+        table = super()._parse_table(*args, **kwargs)
+        if modifier is None:
+            return table
+        if not isinstance(table, exp.Table):
+            self.raise_error(f"{modifier} ERRORS applies to sources only", operand)
+        table.set(ERRORS_MODIFIER, modifier)
+        return table
+
+    def _match_errors_modifier(self) -> str | None:
+        """Consume `IGNORE ERRORS` / `ONLY ERRORS` when a name or subquery follows them.
+
+        Anything else after them (`FROM ignore errors WHERE …`) is a table `ignore`
+        aliased `errors`, as PostgreSQL reads it.
+        """
+        ahead = self._tokens[self._index : self._index + 3]
+        if (
+            len(ahead) == 3
+            and ahead[0].text.upper() in _MODIFIERS
+            and ahead[1].text.upper() == "ERRORS"
+            and ahead[2].token_type in _MODIFIED
+        ):
+            self._advance(2)
+            return ahead[0].text.upper()
+        return None
+
+
+class SluiceGenerator(MaterializeGenerator):
+    def table_sql(self, expression: exp.Table, sep: str = " AS ") -> str:
+        text = super().table_sql(expression, sep)
+        modifier = expression.args.get(ERRORS_MODIFIER)
+        return f"{modifier} ERRORS {text}" if modifier else text
+
+
+class Sluice(Materialize):
+    Parser = SluiceParser
+    Generator = SluiceGenerator
+
+
+_KINDS: dict[str, tuple[type[exp.Expression], ...]] = {
+    "query": (exp.Query,),
+    "subquery": (exp.Query,),
+    "INSERT": (exp.Insert,),
+    "UPDATE": (exp.Update,),
+    "DELETE": (exp.Delete,),
+}
+
+
+def parse_query(text: str, offset: int, kind: str) -> QueryBody:
+    """Parse `text` (found at `offset` in the script) as a statement of `kind`.
+
+    `kind` is "query", "subquery" (a parenthesised query, parentheses dropped), "INSERT",
+    "UPDATE" or "DELETE".
+    """
+    span = Span(offset, offset + len(text))
+    try:
+        expressions = sqlglot.parse(text, dialect=Sluice)
+    except _PositionedError as e:
+        raise _translate(e, offset) from None
+    except TokenError as e:
+        position, message = find_unterminated(text) or (e.start or 0, f"could not read query: {e}")
+        raise ParseError(message, span=Span(offset + position, offset + position + 1)) from None
+    except SqlglotError as e:
+        raise ParseError(f"could not read query: {e}", span=span) from None
+    expressions = [e for e in expressions if e is not None]
+    if len(expressions) != 1 or not isinstance(expressions[0], _KINDS[kind]):
+        raise ParseError(f"Expected {'a query' if kind.islower() else kind}", span=span)
+    expression = expressions[0]
+    if kind == "subquery":
+        while isinstance(expression, exp.Subquery) and not expression.alias:
+            expression = expression.this
+    return QueryBody(expression.sql(dialect=Sluice, comments=False), expression, span=span)
+
+
+def _translate(error: _PositionedError, offset: int) -> ParseError:
+    description, token = error.description, error.token
+    if token is None:
+        start = offset + error.end_of_text
+        span, found = Span(start, start), "EOF"
+    else:
+        start = offset + max(token.start, 0)
+        span, found = Span(start, max(start, offset + token.end + 1)), _describe_token(token)
+    if description.startswith("Required keyword"):
+        message = f"Expected an expression, found {found}"
+    elif description.startswith("Expecting "):
+        wanted = description.removeprefix("Expecting ").rstrip(".")
+        message = f"Expected {_PUNCTUATION.get(wanted, wanted)}, found {found}"
+    elif description.startswith("Invalid expression / Unexpected token"):
+        message = f"Unexpected {found}"
+    elif description.endswith("applies to sources only"):
+        message = description
+    else:
+        message = f"{description}, found {found}"
+    return ParseError(message, span=span)
+
+
+_PUNCTUATION = {
+    "(": "left parenthesis",
+    ")": "right parenthesis",
+    "[": "left square bracket",
+    "]": "right square bracket",
+    ",": "comma",
+}
+
+
+def _describe_token(token: Token) -> str:
+    if token.token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+        return f'identifier "{token.text}"'
+    if token.token_type == TokenType.STRING:
+        return f"string literal '{token.text}'"
+    if token.token_type == TokenType.NUMBER:
+        return f'number "{token.text}"'
+    if token.text in _PUNCTUATION:
+        return _PUNCTUATION[token.text]
+    return token.text.upper() if token.text.isalpha() else f'"{token.text}"'
