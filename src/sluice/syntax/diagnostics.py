@@ -63,12 +63,24 @@ def _unexpected_token(error: UnexpectedToken, statement: str, offset: int) -> Pa
     if token.type in ("QUERY", "INSERT_STATEMENT", "UPDATE_STATEMENT", "DELETE_STATEMENT"):
         end = start + len(_first_word(token.value))
     span = Span(start, end)
-    expected = set(error.expected)
+    expected = _acceptable(error)
     if _STATEMENT_LEADS <= expected:
         return ParseError(
             f"Expected a keyword at the beginning of a statement, found {found}", span=span
         )
     return ParseError(f"Expected {_describe_expected(expected)}, found {found}", span=span)
+
+
+def _acceptable(error: UnexpectedToken) -> set[str]:
+    """The terminals that would really have been accepted at the error.
+
+    The LALR table's entry for the state also lists reduce lookaheads that merged states
+    share, which would make the message name tokens that cannot follow; asking the
+    interactive parser to try each one gives the exact set.
+    """
+    if error.interactive_parser is not None:
+        return set(error.interactive_parser.accepts())
+    return set(error.expected)
 
 
 def _unexpected_characters(

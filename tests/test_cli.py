@@ -1,0 +1,49 @@
+"""`sluice parse` prints canonical SQL, or the formatted error with exit status 1."""
+
+import subprocess
+import sys
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sluice.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_parse_prints_canonical_sql(tmp_path) -> None:
+    script = tmp_path / "s.sql"
+    script.write_text("create source s from kafka connection k (topic 't') format text;\nshow sources")
+    result = run("parse", str(script))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC = 't') FORMAT TEXT;",
+        "SHOW SOURCES;",
+    ]
+
+
+def test_parse_reads_stdin_and_prints_ast() -> None:
+    result = run("parse", "--ast", stdin="SHOW COLUMNS FROM orders")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ShowColumns(")
+
+
+def test_parse_error_exit_status_and_caret() -> None:
+    result = run("parse", "-", stdin="SHOW SOURCES;\nDROP SOURCES s")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "ERROR:  Expected one of CONNECTION, MATERIALIZED, SINK, SOURCE, TABLE or VIEW, "
+        "found SOURCES",
+        "LINE 2: DROP SOURCES s",
+        "             ^",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_file_is_a_clear_error(tmp_path) -> None:
+    result = run("parse", str(tmp_path / "nope.sql"))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr and "Traceback" not in result.stderr
