@@ -466,7 +466,9 @@ class QueryBody(Node):
 
 
 @dataclass(frozen=True)
-class Select(Statement):
+class BodyStatement(Statement):
+    """A statement that is all query body: the subclass says which kind."""
+
     body: QueryBody
 
     def to_sql(self) -> str:
@@ -474,27 +476,23 @@ class Select(Statement):
 
 
 @dataclass(frozen=True)
-class Insert(Statement):
-    body: QueryBody
-
-    def to_sql(self) -> str:
-        return self.body.to_sql()
+class Select(BodyStatement):
+    pass
 
 
 @dataclass(frozen=True)
-class Update(Statement):
-    body: QueryBody
-
-    def to_sql(self) -> str:
-        return self.body.to_sql()
+class Insert(BodyStatement):
+    pass
 
 
 @dataclass(frozen=True)
-class Delete(Statement):
-    body: QueryBody
+class Update(BodyStatement):
+    pass
 
-    def to_sql(self) -> str:
-        return self.body.to_sql()
+
+@dataclass(frozen=True)
+class Delete(BodyStatement):
+    pass
 
 
 @dataclass(frozen=True)

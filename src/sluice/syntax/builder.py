@@ -80,6 +80,15 @@ def _present(children: list) -> list:
     return [c for c in children if c is not None]
 
 
+def _keyword_node(cls: type[ast.Node]):
+    """The builder method for a rule that is only keywords and becomes a bare `cls`."""
+
+    def build(self, children, span):
+        return cls(span=span)
+
+    return build
+
+
 def _constraint(kind: str):
     """The builder method for a column constraint that is only keywords."""
 
@@ -188,8 +197,7 @@ class Builder:
     def boolean(self, children, span):
         return ast.BooleanLiteral(children[0].value.upper() == "TRUE", span=span)
 
-    def null(self, children, span):
-        return ast.NullLiteral(span=span)
+    null = _keyword_node(ast.NullLiteral)
 
     def tolerance_word(self, children, span):
         return ast.KeywordValue(children[0].value.upper(), span=span)
@@ -254,11 +262,9 @@ class Builder:
         key, value = children
         return ast.KeyValueFormat(key, value, span=span)
 
-    def text_format(self, children, span):
-        return ast.TextFormat(span=span)
+    text_format = _keyword_node(ast.TextFormat)
 
-    def bytes_format(self, children, span):
-        return ast.BytesFormat(span=span)
+    bytes_format = _keyword_node(ast.BytesFormat)
 
     def json_format(self, children, span):
         return ast.JsonFormat(array=bool(children[0]), span=span)
@@ -293,23 +299,19 @@ class Builder:
     def include_kind(self, children, span):
         return children[0].value.upper()
 
-    def envelope_none(self, children, span):
-        return ast.EnvelopeNone(span=span)
+    envelope_none = _keyword_node(ast.EnvelopeNone)
 
-    def envelope_debezium(self, children, span):
-        return ast.EnvelopeDebezium(span=span)
+    envelope_debezium = _keyword_node(ast.EnvelopeDebezium)
 
     def envelope_upsert(self, children, span):
         return ast.EnvelopeUpsert(children[0] or (), span=span)
 
-    def sink_upsert(self, children, span):
-        return ast.EnvelopeUpsert(span=span)
+    sink_upsert = _keyword_node(ast.EnvelopeUpsert)
 
     def inline_errors(self, children, span):
         return ast.InlineErrors(children[0], span=span)
 
-    def propagate_errors(self, children, span):
-        return ast.PropagateErrors(span=span)
+    propagate_errors = _keyword_node(ast.PropagateErrors)
 
     # ------------------------------------------------------------ sinks
 
