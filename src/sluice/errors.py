@@ -99,3 +99,53 @@ def _caret_lines(text: str, pos: int) -> list[str]:
         shown = shown + "..."
     prefix = f"LINE {line_no}: "
     return [prefix + shown, " " * (len(prefix) + col) + "^"]
+
+
+class UndefinedObject(SqlError):
+    code = "42704"
+
+
+class DuplicateObject(SqlError):
+    code = "42710"
+
+
+class UndefinedColumn(SqlError):
+    code = "42703"
+
+
+class AmbiguousColumn(SqlError):
+    code = "42702"
+
+
+class DuplicateColumn(SqlError):
+    code = "42701"
+
+
+class WrongObjectType(SqlError):
+    code = "42809"
+
+
+class InvalidParameterValue(SqlError):
+    code = "22023"
+
+
+class InvalidSchema(SqlError):
+    """A format's schema (Avro, registry subject) cannot describe the source's columns."""
+
+    code = "42P17"
+
+
+class DependentObjectsStillExist(SqlError):
+    code = "2BP01"
+
+
+class CatalogCorrupt(SqlError):
+    """The durable catalog cannot be read; it is left untouched."""
+
+    code = "XX001"
+
+
+class ExternalSystemError(SqlError):
+    """A system sluice talks to (schema registry, Kafka) failed or refused."""
+
+    code = "58000"

@@ -1,0 +1,119 @@
+"""Catalog items and the descriptions the planner leaves for the renderer.
+
+An item is what a CREATE made: a stable id, its name and kind, its canonical CREATE text,
+its columns, its timeline, the ids it depends on, and a kind-specific description. All of
+it is plain data that `codec` stores and restores exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.catalog.timeline import Timeline
+from sluice.catalog.types import Column
+
+CONNECTION = "connection"
+SOURCE = "source"
+TABLE = "table"
+DEAD_LETTER_TABLE = "dead-letter table"
+VIEW = "view"
+MATERIALIZED_VIEW = "materialized view"
+SINK = "sink"
+
+KINDS = (CONNECTION, SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW, SINK)
+# Kinds whose rows a query can read.
+RELATIONS = (SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW)
+
+KAFKA = "kafka"
+SCHEMA_REGISTRY = "confluent schema registry"
+
+
+@dataclass(frozen=True)
+class ConnectionDesc:
+    connection_type: str  # KAFKA | SCHEMA_REGISTRY
+    brokers: tuple[str, ...] = ()
+    url: str | None = None
+    # Remaining options as (OPTION NAME, canonical SQL value), e.g. ("SASL PASSWORD", "SECRET pw").
+    properties: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FormatDesc:
+    """How one side (key or value) of a Kafka message decodes, and the columns it yields."""
+
+    kind: str  # text | bytes | json | csv | avro
+    columns: tuple[Column, ...]
+    csv_column_count: int | None = None
+    csv_delimiter: str | None = None
+    avro_schema: str | None = None  # the reader schema, JSON text
+    avro_schema_id: int | None = None  # its id in the registry, when it came from one
+    confluent_wire_format: bool = True
+    registry_connection: str | None = None  # item id
+
+
+@dataclass(frozen=True)
+class SourceDesc:
+    connection: str  # item id of the Kafka connection
+    topic: str
+    value_format: FormatDesc
+    envelope: str  # none | upsert | debezium
+    key_format: FormatDesc | None = None
+    start_offsets: tuple[int, ...] = ()
+    start_timestamp: int | None = None
+    group_id_prefix: str | None = None
+    # The key's columns in the relation; a multi-column key packed by INCLUDE KEY AS is one.
+    key_columns: tuple[str, ...] = ()
+    key_packed: bool = False
+    inline_error_column: str | None = None
+    propagate_value_errors: bool = True
+    # (KIND, column name) for PARTITION / OFFSET / TIMESTAMP / HEADERS, in INCLUDE order.
+    metadata: tuple[tuple[str, str], ...] = ()
+    dead_letter_table: str | None = None  # item id
+    error_tolerance: int | None = None  # None: ALL (never fail)
+    timestamp_interval_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetterDesc:
+    source: str  # item id
+
+
+@dataclass(frozen=True)
+class TableDesc:
+    defaults: tuple[tuple[str, str], ...] = ()  # (column, SQL literal)
+    primary_key: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewDesc:
+    query: str  # the body, canonical SQL of sluice's dialect
+
+
+@dataclass(frozen=True)
+class SinkDesc:
+    source: str  # item id of the relation sunk
+    connection: str
+    topic: str
+    value_format: str
+    envelope: str  # upsert | debezium
+    key: tuple[str, ...] = ()
+    key_format: str | None = None
+    registry_connection: str | None = None
+
+
+Details = ConnectionDesc | SourceDesc | DeadLetterDesc | TableDesc | ViewDesc | SinkDesc
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    name: str
+    kind: str
+    create_sql: str
+    columns: tuple[Column, ...] = ()
+    timeline: Timeline | None = None
+    depends_on: tuple[str, ...] = ()
+    details: Details | None = None
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)

@@ -1,0 +1,131 @@
+"""The catalog: an immutable snapshot of items, and its durable home on disk.
+
+Planning reads a `Catalog` snapshot; the session applies a plan by building the next
+snapshot (`with_items`, `without`) and handing it to `DurableCatalog.commit`, which writes
+it crash-safely (temp file, fsync, atomic rename) before it becomes current. A catalog
+file that cannot be read is reported and left exactly as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.catalog.codec import decode, encode
+from sluice.catalog.items import Item
+from sluice.errors import CatalogCorrupt
+
+FILE_NAME = "catalog.json"
+FORMAT = "sluice-catalog"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Catalog:
+    items: tuple[Item, ...] = ()
+    next_id: int = 1
+    _by_name: dict[str, Item] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update((item.name, item) for item in self.items)
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self.items)
+
+    def get(self, name: str) -> Item | None:
+        return self._by_name.get(name)
+
+    def by_id(self, item_id: str) -> Item:
+        return next(item for item in self.items if item.id == item_id)
+
+    def allocate_ids(self, count: int) -> list[str]:
+        return [f"u{self.next_id + i}" for i in range(count)]
+
+    def with_items(self, added: Iterable[Item]) -> Catalog:
+        added = tuple(added)
+        ids = [int(item.id[1:]) for item in added]
+        return Catalog(self.items + added, max([self.next_id - 1, *ids]) + 1)
+
+    def without(self, ids: Iterable[str]) -> Catalog:
+        gone = set(ids)
+        return Catalog(tuple(i for i in self.items if i.id not in gone), self.next_id)
+
+    def dependents(self, item_id: str) -> list[Item]:
+        return [item for item in self.items if item_id in item.depends_on]
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "next_id": self.next_id,
+            "items": [encode(item) for item in self.items],
+        }
+
+    @staticmethod
+    def from_json(data: dict) -> Catalog:
+        items = tuple(decode(Item, item) for item in data["items"])
+        return Catalog(items, int(data["next_id"]))
+
+
+class DurableCatalog:
+    """The current catalog of a data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / FILE_NAME
+        self.current = self._load()
+
+    def _load(self) -> Catalog:
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Catalog()
+        except OSError as e:
+            raise CatalogCorrupt(f"cannot read catalog {str(self.path)!r}: {e.strerror}") from None
+        try:
+            data = json.loads(raw)
+            if data.get("format") != FORMAT:
+                raise ValueError("not a sluice catalog")
+        except (ValueError, AttributeError) as e:
+            raise CatalogCorrupt(
+                f"catalog {str(self.path)!r} is corrupt: {e}",
+                hint="the file was left untouched; restore it from a backup or move it away",
+            ) from None
+        version = data.get("version")
+        if not isinstance(version, int) or version > VERSION:
+            raise CatalogCorrupt(
+                f"catalog {str(self.path)!r} has version {version!r}, "
+                f"newer than this sluice understands ({VERSION})",
+                hint="use a newer sluice with this data directory",
+            )
+        try:
+            return Catalog.from_json(data)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CatalogCorrupt(
+                f"catalog {str(self.path)!r} is corrupt: {e}",
+                hint="the file was left untouched; restore it from a backup or move it away",
+            ) from None
+
+    def commit(self, catalog: Catalog) -> None:
+        """Make `catalog` current, on disk first: a crash leaves the old or the new file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(catalog.to_json(), indent=1, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(prefix=".catalog-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self.current = catalog

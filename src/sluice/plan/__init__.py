@@ -1,0 +1,146 @@
+"""Planning: a pure function of (statement, catalog snapshot, gathered facts) → plan.
+
+No I/O, no Spark, no clock. Name resolution, column derivation per format × envelope,
+option validation and the timeline check all happen here; the session applies the plan.
+"""
+
+from __future__ import annotations
+
+from sluice.catalog import items as kinds
+from sluice.catalog.store import Catalog
+from sluice.errors import DuplicateObject, FeatureNotSupported
+from sluice.plan import ddl, introspect
+from sluice.plan.facts import Facts, registry_subjects
+from sluice.plan.names import item_name, resolve
+from sluice.plan.plans import (
+    CreatePlan,
+    DropPlan,
+    NoticePlan,
+    Plan,
+    QueryPlan,
+    Read,
+    RowsPlan,
+    SubscribePlan,
+    WritePlan,
+)
+from sluice.plan.queries import plan_query
+from sluice.plan.sources import plan_create_source
+from sluice.plan.timelines import single_timeline
+from sluice.syntax import ast
+
+__all__ = [
+    "CreatePlan",
+    "DropPlan",
+    "Facts",
+    "NoticePlan",
+    "Plan",
+    "QueryPlan",
+    "RowsPlan",
+    "SubscribePlan",
+    "WritePlan",
+    "plan",
+    "registry_subjects",
+]
+
+_CREATES = {
+    ast.CreateConnection: ("CONNECTION", ddl.plan_create_connection),
+    ast.CreateTable: ("TABLE", ddl.plan_create_table),
+    ast.CreateSink: ("SINK", ddl.plan_create_sink),
+}
+
+
+def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None) -> Plan:
+    facts = facts or Facts()
+    if isinstance(statement, ast.Explain):
+        return _explain(statement, catalog, facts)
+    if isinstance(statement, (ast.CreateConnection, ast.CreateTable, ast.CreateSink)):
+        kind, build = _CREATES[type(statement)]
+        return _create(statement, f"CREATE {kind}", catalog, lambda: (build(statement, catalog),))
+    if isinstance(statement, ast.CreateSource):
+        return _create(
+            statement, "CREATE SOURCE", catalog, lambda: plan_create_source(statement, catalog, facts)
+        )
+    if isinstance(statement, ast.CreateView):
+        kind = "MATERIALIZED VIEW" if statement.materialized else "VIEW"
+        return _create(
+            statement, f"CREATE {kind}", catalog, lambda: (ddl.plan_create_view(statement, catalog),)
+        )
+    if isinstance(statement, ast.Select):
+        return plan_query(statement.body, catalog)
+    if isinstance(statement, ast.Subscribe):
+        return SubscribePlan(_subscribe_query(statement, catalog))
+    if isinstance(statement, (ast.Insert, ast.Update, ast.Delete)):
+        return ddl.plan_write(statement, catalog)
+    if isinstance(statement, ast.Drop):
+        return ddl.plan_drop(statement, catalog)
+    if isinstance(statement, ast.ShowObjects):
+        return introspect.show_objects(statement, catalog)
+    if isinstance(statement, ast.ShowColumns):
+        return introspect.show_columns(statement, catalog)
+    if isinstance(statement, ast.ShowCreate):
+        return introspect.show_create(statement, catalog)
+    raise FeatureNotSupported(f"{type(statement).__name__} is not supported", span=statement.span)
+
+
+def _create(statement, status: str, catalog: Catalog, build) -> CreatePlan | NoticePlan:
+    if statement.if_not_exists:
+        name = item_name(statement.name)
+        if catalog.get(name) is not None:
+            return NoticePlan(f"catalog item '{name}' already exists, skipping", status)
+    return CreatePlan(build(), status)
+
+
+def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
+    if isinstance(statement.target, ast.QueryBody):
+        return plan_query(statement.target, catalog, "SUBSCRIBE")
+    item = resolve(catalog, statement.target, *kinds.RELATIONS)
+    timeline = single_timeline(catalog, [item.id], statement.target.span)
+    return QueryPlan(
+        f"SELECT * FROM {statement.target.to_sql()}",
+        None,
+        item.columns,
+        (Read(item.id),),
+        timeline,
+        "SUBSCRIBE",
+    )
+
+
+def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan:
+    if statement.stage == "PYSPARK":
+        raise FeatureNotSupported(
+            "EXPLAIN PYSPARK needs the Spark renderer, which sluice does not have yet",
+            span=statement.span,
+        )
+    inner = statement.statement
+    writer = introspect.ExplainWriter(catalog)
+    if isinstance(inner, (ast.Select, ast.Subscribe)):
+        query = plan_query(inner.body, catalog) if isinstance(inner, ast.Select) else (
+            _subscribe_query(inner, catalog)
+        )
+        timeline = query.timeline
+        if query.expression is None:
+            writer.line(0, "Subscribe")
+            writer.reads([(r.item_id, r.errors) for r in query.reads], 1)
+        else:
+            writer.query(query)
+    else:
+        created = plan(inner, catalog, facts)
+        if isinstance(created, NoticePlan):
+            raise DuplicateObject(
+                f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span
+            )
+        staged = catalog.with_items(created.items)
+        writer = introspect.ExplainWriter(staged)
+        item = created.items[0]
+        timeline = _explained_timeline(item, staged)
+        writer.line(0, f"{created.status} {item.name}")
+        writer.relation(item, None, 1)
+    if statement.stage == "TIMELINE":
+        return RowsPlan(("timeline",), ((introspect.timeline_text(timeline),),), "EXPLAIN")
+    return RowsPlan(("plan",), tuple((line,) for line in writer.lines), "EXPLAIN")
+
+
+def _explained_timeline(item, catalog: Catalog):
+    if item.kind == kinds.SINK:
+        return single_timeline(catalog, [item.details.source], None)
+    return item.timeline

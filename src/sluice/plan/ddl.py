@@ -1,0 +1,302 @@
+"""CREATE CONNECTION / TABLE / VIEW / SINK, DROP, and the writes tables accept."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sluice.catalog import items as kinds
+from sluice.catalog.items import ConnectionDesc, Item, SinkDesc, TableDesc, ViewDesc
+from sluice.catalog.store import Catalog
+from sluice.catalog.timeline import EPOCH_MS
+from sluice.catalog.types import Column, SqlType
+from sluice.errors import (
+    DependentObjectsStillExist,
+    InvalidParameterValue,
+    UndefinedColumn,
+    UndefinedObject,
+    WrongObjectType,
+)
+from sluice.plan.names import ensure_free, item_name, resolve
+from sluice.plan.plans import DropPlan, NoticePlan, WritePlan
+from sluice.plan.queries import plan_query, table_span
+from sluice.plan.timelines import single_timeline
+from sluice.plan.unique import unique_columns
+from sluice.syntax import ast
+
+
+def plan_create_connection(statement: ast.CreateConnection, catalog: Catalog) -> Item:
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
+    options = {o.name: o for o in statement.options}
+    if len(options) != len(statement.options):
+        seen: set[str] = set()
+        for o in statement.options:
+            if o.name in seen:
+                raise InvalidParameterValue(f"{o.name} specified more than once", span=o.span)
+            seen.add(o.name)
+    kafka = statement.connection_type == ast.CreateConnection.KAFKA
+    brokers: tuple[str, ...] = ()
+    url = None
+    if kafka:
+        if "BROKER" in options and "BROKERS" in options:
+            raise InvalidParameterValue(
+                "cannot specify both BROKER and BROKERS", span=options["BROKERS"].span
+            )
+        if "BROKER" in options:
+            brokers = (options["BROKER"].value.value,)
+        elif "BROKERS" in options:
+            brokers = tuple(v.value for v in options["BROKERS"].value.items)
+        else:
+            raise InvalidParameterValue("KAFKA connection requires BROKER", span=statement.span)
+    else:
+        if "URL" not in options:
+            raise InvalidParameterValue(
+                "CONFLUENT SCHEMA REGISTRY connection requires URL", span=statement.span
+            )
+        url = options["URL"].value.value
+    properties = tuple(
+        (o.name, o.value.to_sql()) for o in statement.options if o.name not in ("BROKER", "BROKERS", "URL")
+    )
+    desc = ConnectionDesc(
+        kinds.KAFKA if kafka else kinds.SCHEMA_REGISTRY, brokers, url, properties
+    )
+    (item_id,) = catalog.allocate_ids(1)
+    return Item(item_id, name, kinds.CONNECTION, statement.to_sql(), details=desc)
+
+
+# Type names as written → Materialize's names; anything else is not a type.
+_TYPE_NAMES = {
+    **dict.fromkeys(["int", "int4", "integer"], "integer"),
+    **dict.fromkeys(["int8", "bigint"], "bigint"),
+    **dict.fromkeys(["int2", "smallint"], "smallint"),
+    **dict.fromkeys(["float", "float8", "double", "double precision"], "double precision"),
+    **dict.fromkeys(["float4", "real"], "real"),
+    **dict.fromkeys(["bool", "boolean"], "boolean"),
+    **dict.fromkeys(["varchar", "character varying"], "character varying"),
+    **dict.fromkeys(["char", "character", "bpchar"], "character"),
+    **dict.fromkeys(["numeric", "decimal"], "numeric"),
+    **dict.fromkeys(["json", "jsonb"], "jsonb"),
+    **dict.fromkeys(["timestamptz", "timestamp with time zone"], "timestamp with time zone"),
+    **dict.fromkeys(["timestamp", "timestamp without time zone"], "timestamp"),
+    **{t: t for t in ("text", "bytea", "date", "time", "interval", "uuid", "mz_timestamp")},
+}
+
+
+def sql_type(data_type: ast.DataType) -> SqlType:
+    name = _TYPE_NAMES.get(data_type.name)
+    if name is None:
+        raise UndefinedObject(f'type "{data_type.name}" does not exist', span=data_type.span)
+    result = SqlType(name)
+    for _ in range(data_type.array_dims):
+        result = SqlType("array", element=result)
+    return result
+
+
+def plan_create_table(statement: ast.CreateTable, catalog: Catalog) -> Item:
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
+    primary_key = [c.name.value for c in statement.columns if _has(c, "PRIMARY KEY")]
+    for constraint in statement.constraints:
+        if constraint.kind == "PRIMARY KEY":
+            primary_key += [i.value for i in constraint.columns]
+    columns = unique_columns(
+        (
+            Column(
+                c.name.value,
+                sql_type(c.data_type),
+                not (_has(c, "NOT NULL") or c.name.value in primary_key),
+            ),
+            c.name.span,
+        )
+        for c in statement.columns
+    )
+    names = {c.name for c in columns}
+    for constraint in statement.constraints:
+        for ident in constraint.columns:
+            if ident.value not in names:
+                raise UndefinedColumn(f'column "{ident.value}" does not exist', span=ident.span)
+    defaults = tuple(
+        (c.name.value, k.default.to_sql())
+        for c in statement.columns
+        for k in c.constraints
+        if k.kind == "DEFAULT"
+    )
+    (item_id,) = catalog.allocate_ids(1)
+    return Item(
+        item_id,
+        name,
+        kinds.TABLE,
+        statement.to_sql(),
+        columns=columns,
+        timeline=EPOCH_MS,
+        details=TableDesc(defaults, tuple(primary_key)),
+    )
+
+
+def _has(column: ast.ColumnDef, kind: str) -> bool:
+    return any(k.kind == kind for k in column.constraints)
+
+
+def plan_create_view(statement: ast.CreateView, catalog: Catalog) -> Item:
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
+    query = plan_query(statement.query, catalog)
+    columns = list(query.columns)
+    if len(statement.columns) > len(columns):
+        raise InvalidParameterValue(
+            f'view "{name}" definition names {len(statement.columns)} columns, '
+            f"but the query produces only {len(columns)}",
+            span=statement.columns[len(columns)].span,
+        )
+    spans = [i.span for i in statement.columns] + [statement.query.span] * len(columns)
+    columns = [c.renamed(i.value) for c, i in zip(columns, statement.columns)] + columns[
+        len(statement.columns) :
+    ]
+    (item_id,) = catalog.allocate_ids(1)
+    return Item(
+        item_id,
+        name,
+        kinds.MATERIALIZED_VIEW if statement.materialized else kinds.VIEW,
+        statement.to_sql(),
+        columns=unique_columns(zip(columns, spans)),
+        timeline=query.timeline,
+        depends_on=tuple(dict.fromkeys(r.item_id for r in query.reads)),
+        details=ViewDesc(statement.query.sql),
+    )
+
+
+def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
+    relation = resolve(catalog, statement.from_, *kinds.RELATIONS)
+    connection = resolve(catalog, statement.connection, kinds.CONNECTION)
+    if connection.details.connection_type != kinds.KAFKA:
+        raise InvalidParameterValue(
+            f"{connection.name} is not a kafka connection", span=statement.connection.span
+        )
+    topic = next((o for o in statement.kafka_options if o.name == "TOPIC"), None)
+    if topic is None:
+        raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
+    for option in statement.kafka_options:
+        if option.name != "TOPIC":
+            raise InvalidParameterValue(f"{option.name} is not allowed on a sink", span=option.span)
+    for ident in statement.key:
+        if relation.column(ident.value) is None:
+            raise UndefinedColumn(
+                f'column "{ident.value}" does not exist in "{relation.name}"', span=ident.span
+            )
+    envelope = "upsert" if isinstance(statement.envelope, ast.EnvelopeUpsert) else "debezium"
+    if envelope == "upsert" and not statement.key:
+        raise InvalidParameterValue(
+            "ENVELOPE UPSERT sinks require a KEY", span=statement.envelope.span
+        )
+    single_timeline(catalog, [relation.id], statement.span)
+    spec = statement.format
+    key_format, value_format = (
+        (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (None, spec.format)
+    )
+    registries = [
+        resolve(catalog, f.schema.connection, kinds.CONNECTION)
+        for f in (key_format, value_format)
+        if isinstance(f, ast.AvroFormat) and isinstance(f.schema, ast.CsrSchema)
+    ]
+    desc = SinkDesc(
+        source=relation.id,
+        connection=connection.id,
+        topic=topic.value.value,
+        value_format=value_format.to_sql(),
+        envelope=envelope,
+        key=tuple(i.value for i in statement.key),
+        key_format=None if key_format is None else key_format.to_sql(),
+        registry_connection=registries[0].id if registries else None,
+    )
+    (item_id,) = catalog.allocate_ids(1)
+    depends = (relation.id, connection.id, *(r.id for r in registries))
+    return Item(
+        item_id,
+        name,
+        kinds.SINK,
+        statement.to_sql(),
+        timeline=relation.timeline,
+        depends_on=tuple(dict.fromkeys(depends)),
+        details=desc,
+    )
+
+
+_DROP_KINDS = {
+    "SOURCE": kinds.SOURCE,
+    "VIEW": kinds.VIEW,
+    "MATERIALIZED VIEW": kinds.MATERIALIZED_VIEW,
+    "TABLE": kinds.TABLE,
+    "SINK": kinds.SINK,
+    "CONNECTION": kinds.CONNECTION,
+}
+
+
+def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
+    kind = _DROP_KINDS[statement.kind]
+    status = f"DROP {statement.kind}"
+    targets: list[Item] = []
+    notices = []
+    for name in statement.names:
+        item = catalog.get(item_name(name))
+        if item is None:
+            if statement.if_exists:
+                notices.append(f"{kind} \"{name}\" does not exist, skipping")
+                continue
+            raise UndefinedObject(f"unknown catalog item '{name}'", span=name.span)
+        if item.kind == kinds.DEAD_LETTER_TABLE and kind == kinds.TABLE:
+            source = catalog.by_id(item.details.source)
+            raise WrongObjectType(
+                f'cannot drop dead-letter table "{item.name}": it is dropped with its source '
+                f'"{source.name}"',
+                span=name.span,
+            )
+        if item.kind != kind:
+            raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a {kind}', span=name.span)
+        targets.append(item)
+    if not targets:
+        return NoticePlan("; ".join(notices), status)
+    dropped = _with_owned_and_dependents(catalog, targets, statement)
+    return DropPlan(tuple(i.id for i in dropped), status)
+
+
+def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement: ast.Drop):
+    """The targets, their dead-letter tables, and (with CASCADE) everything built on them."""
+    chosen: dict[str, Item] = {}
+    stack = list(targets)
+    while stack:
+        item = stack.pop()
+        if item.id in chosen:
+            continue
+        chosen[item.id] = item
+        for dependent in catalog.dependents(item.id):
+            owned = dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.details.source == item.id
+            if owned or statement.cascade:
+                stack.append(dependent)
+            elif dependent.id not in chosen and dependent not in targets:
+                raise DependentObjectsStillExist(
+                    f'cannot drop {item.kind} "{item.name}": still depended upon by '
+                    f'{dependent.kind} "{dependent.name}"',
+                    span=statement.span,
+                    hint="use DROP ... CASCADE to drop the dependent objects too",
+                )
+    return list(chosen.values())
+
+
+def plan_write(statement: ast.BodyStatement, catalog: Catalog) -> WritePlan:
+    expression = statement.body.expression
+    table = expression.this
+    if isinstance(table, exp.Schema):
+        table = table.this
+    span = table_span(table, statement.body) or statement.span
+    item = catalog.get(table.name)
+    if item is None:
+        raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+    verb = type(statement).__name__.upper()
+    if item.kind == kinds.DEAD_LETTER_TABLE:
+        raise WrongObjectType(f'cannot modify dead-letter table "{item.name}"', span=span)
+    if item.kind != kinds.TABLE:
+        raise WrongObjectType(f'cannot {verb} {item.kind} "{item.name}"', span=span)
+    return WritePlan(item.id, statement.body.sql, expression, verb)
+

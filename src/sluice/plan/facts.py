@@ -1,0 +1,50 @@
+"""Facts from outside the catalog that a statement needs, gathered before planning.
+
+Planning is pure, so I/O happens first: the session asks `registry_subjects` which schema
+registry subjects a statement reads, fetches them, and passes them in as `Facts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sluice.catalog.store import Catalog
+from sluice.plan.names import item_name
+from sluice.syntax import ast
+
+
+@dataclass(frozen=True)
+class RegistrySchema:
+    id: int
+    schema: str  # Avro schema, JSON text
+
+
+@dataclass(frozen=True)
+class Facts:
+    # (schema registry connection name, subject) → its latest schema
+    schemas: dict[tuple[str, str], RegistrySchema] = field(default_factory=dict)
+
+
+def registry_subjects(statement: ast.Statement, catalog: Catalog) -> list[tuple[str, str]]:
+    """(registry connection name, subject) pairs a CREATE SOURCE needs, in key, value order."""
+    if isinstance(statement, ast.Explain):
+        statement = statement.statement
+    if not isinstance(statement, ast.CreateSource) or statement.format is None:
+        return []
+    topic = next(
+        (o.value.value for o in statement.kafka_options if o.name == "TOPIC"),
+        None,
+    )
+    if not isinstance(topic, str):
+        return []
+    spec = statement.format
+    sides = (
+        [("key", spec.key), ("value", spec.value)]
+        if isinstance(spec, ast.KeyValueFormat)
+        else [("value", spec.format)]
+    )
+    return [
+        (item_name(f.schema.connection), f"{topic}-{side}")
+        for side, f in sides
+        if isinstance(f, ast.AvroFormat) and isinstance(f.schema, ast.CsrSchema)
+    ]

@@ -1,0 +1,80 @@
+"""What the planner hands the session: plain data describing the effect of a statement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.catalog.items import Item
+from sluice.catalog.timeline import Timeline
+from sluice.catalog.types import Column
+
+
+@dataclass(frozen=True)
+class CreatePlan:
+    """Add `items` to the catalog in one transaction (a source and its dead-letter table)."""
+
+    items: tuple[Item, ...]
+    status: str
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    ids: tuple[str, ...]
+    status: str
+
+
+@dataclass(frozen=True)
+class NoticePlan:
+    """Nothing to do, and a notice saying why (`IF [NOT] EXISTS`)."""
+
+    notice: str
+    status: str
+
+
+@dataclass(frozen=True)
+class RowsPlan:
+    """A result computed from the catalog alone (SHOW, EXPLAIN)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    status: str
+
+
+@dataclass(frozen=True)
+class Read:
+    """One relation a query reads, and how: `errors` is None, "IGNORE" or "ONLY"."""
+
+    item_id: str
+    errors: str | None = None
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """A query over catalog relations: sqlglot tree with names qualified, output columns."""
+
+    sql: str
+    expression: Any  # sqlglot expression, qualified against the catalog
+    columns: tuple[Column, ...]
+    reads: tuple[Read, ...]
+    timeline: Timeline | None
+    status: str = "SELECT"
+
+
+@dataclass(frozen=True)
+class SubscribePlan:
+    query: QueryPlan
+    status: str = "SUBSCRIBE"
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """INSERT, UPDATE or DELETE on a table."""
+
+    table_id: str
+    sql: str
+    expression: Any
+    status: str
+
+
+Plan = CreatePlan | DropPlan | NoticePlan | RowsPlan | QueryPlan | SubscribePlan | WritePlan

@@ -1,0 +1,238 @@
+"""Query bodies against the catalog: names, output columns, reads, timeline.
+
+Tables a query names are resolved to catalog relations (`IGNORE ERRORS` / `ONLY ERRORS`
+only on sources); sqlglot's `qualify` and `annotate_types` then run against the catalog's
+columns, and what they cannot resolve becomes an error with a caret in the query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
+from sluice.catalog.store import Catalog
+from sluice.catalog.types import TEXT, Column, SqlType
+from sluice.errors import (
+    AmbiguousColumn,
+    FeatureNotSupported,
+    Span,
+    UndefinedColumn,
+    UndefinedObject,
+    WrongObjectType,
+)
+from sluice.plan.names import SCHEMA_QUALIFIERS
+from sluice.plan.plans import QueryPlan, Read
+from sluice.plan.timelines import single_timeline
+from sluice.syntax.ast import QueryBody
+from sluice.syntax.query import ERRORS_MODIFIER, Sluice
+
+ONLY_ERRORS_COLUMNS = (Column("message", TEXT, False), Column("code", TEXT, False))
+
+_TO_SQLGLOT = {
+    "text": "TEXT",
+    "bytea": "BYTEA",
+    "jsonb": "JSONB",
+    "integer": "INT",
+    "smallint": "SMALLINT",
+    "bigint": "BIGINT",
+    "real": "REAL",
+    "double precision": "DOUBLE PRECISION",
+    "boolean": "BOOLEAN",
+    "numeric": "NUMERIC",
+    "date": "DATE",
+    "time": "TIME",
+    "timestamp": "TIMESTAMP",
+    "timestamp with time zone": "TIMESTAMPTZ",
+    "interval": "INTERVAL",
+    "uuid": "UUID",
+    "mz_timestamp": "NUMERIC",
+}
+_FROM_SQLGLOT = {
+    "TEXT": "text",
+    "VARCHAR": "text",
+    "CHAR": "text",
+    "NCHAR": "text",
+    "NVARCHAR": "text",
+    "VARBINARY": "bytea",
+    "BINARY": "bytea",
+    "JSONB": "jsonb",
+    "JSON": "jsonb",
+    "INT": "integer",
+    "SMALLINT": "smallint",
+    "TINYINT": "smallint",
+    "BIGINT": "bigint",
+    "FLOAT": "real",
+    "DOUBLE": "double precision",
+    "BOOLEAN": "boolean",
+    "DECIMAL": "numeric",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMPTZ": "timestamp with time zone",
+    "INTERVAL": "interval",
+    "UUID": "uuid",
+}
+
+
+@dataclass
+class _Reference:
+    """One table reference in the query and the relation it reads."""
+
+    table: exp.Table
+    item: Item
+    errors: str | None
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        return ONLY_ERRORS_COLUMNS if self.errors == "ONLY" else self.item.columns
+
+    @property
+    def schema_name(self) -> str:
+        # ONLY ERRORS reads another shape than the relation, so it gets its own name.
+        return f"only errors({self.item.name})" if self.errors == "ONLY" else self.item.name
+
+
+def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
+    offset = body.span.start if body.span is not None else 0
+    expression = body.expression.copy()
+    references = _references(expression, catalog, offset)
+    for ref in references:
+        if ref.errors == "ONLY":
+            if ref.table.alias == "":
+                ref.table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.item.name)))
+            ref.table.set("this", exp.to_identifier(ref.schema_name, quoted=True))
+            ref.table.set("db", None)
+            ref.table.set("catalog", None)
+    schema = {
+        ref.schema_name: {c.name: _TO_SQLGLOT.get(c.type.name, "UNKNOWN") for c in ref.columns}
+        for ref in references
+    }
+    try:
+        qualified = qualify(expression, schema=schema, dialect=Sluice, quote_identifiers=False)
+        annotate_types(qualified, schema=schema, dialect=Sluice)
+    except OptimizeError as e:
+        raise _column_error(str(e), body.expression, references, offset) from None
+    if not isinstance(qualified, exp.Query):
+        raise FeatureNotSupported("only queries can be planned here", span=body.span)
+    columns = _output_columns(body.expression, qualified, references)
+    reads = tuple(dict.fromkeys(Read(r.item.id, r.errors) for r in references))
+    timeline = single_timeline(catalog, [r.item_id for r in reads], body.span)
+    return QueryPlan(body.sql, qualified, columns, reads, timeline, status)
+
+
+def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> list[_Reference]:
+    ctes = {cte.alias_or_name for cte in expression.find_all(exp.CTE)}
+    references = []
+    for table in expression.find_all(exp.Table):
+        if not table.name or (table.name in ctes and not table.args.get("db")):
+            continue
+        span = _span(table.this, offset)
+        qualifiers = tuple(p.name for p in (table.args.get("catalog"), table.args.get("db")) if p)
+        if qualifiers and qualifiers not in SCHEMA_QUALIFIERS:
+            raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
+        item = catalog.get(table.name)
+        if item is None:
+            raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+        if item.kind not in kinds.RELATIONS:
+            raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a relation', span=span)
+        errors = table.args.get(ERRORS_MODIFIER)
+        if errors is not None and item.kind != kinds.SOURCE:
+            raise WrongObjectType(
+                f'{errors} ERRORS is allowed on sources only, and "{item.name}" is a {item.kind}',
+                span=span,
+            )
+        references.append(_Reference(table, item, errors))
+    return references
+
+
+def table_span(table: exp.Table, body: QueryBody) -> Span | None:
+    return _span(table.this, body.span.start if body.span is not None else 0)
+
+
+def _span(node: exp.Expression, offset: int) -> Span | None:
+    start = node.meta.get("start")
+    if start is None:
+        return None
+    return Span(offset + start, offset + node.meta.get("end", start) + 1)
+
+
+def _column_error(message: str, original, references, offset: int):
+    """Turn sqlglot's unresolved/unknown column complaint into PostgreSQL's error."""
+    name = message.split("'")[1] if "'" in message else message.rsplit(" ", 1)[-1]
+    name = name.split(".")[-1].strip('"')
+    column = next(
+        (c for c in original.find_all(exp.Column) if c.name == name),
+        None,
+    )
+    span = None if column is None else _span(column.this, offset)
+    qualifier = "" if column is None or not column.table else f"{column.table}."
+    if not qualifier:
+        owners = [r for r in references if any(c.name == name for c in r.columns)]
+        if len(owners) > 1:
+            return AmbiguousColumn(f'column reference "{name}" is ambiguous', span=span)
+    return UndefinedColumn(f'column "{qualifier}{name}" does not exist', span=span)
+
+
+def _output_columns(original, qualified: exp.Query, references) -> tuple[Column, ...]:
+    by_alias = {r.table.alias_or_name: r for r in references}
+    nullable_sides = _outer_joined(qualified)
+    originals = list(original.selects) if isinstance(original, exp.Select) else []
+    columns = []
+    for i, select in enumerate(qualified.selects):
+        inner = select.this if isinstance(select, exp.Alias) else select
+        name = select.alias_or_name
+        if name.startswith("_col_") and i < len(originals) and not originals[i].alias:
+            name = _postgres_name(originals[i])
+        columns.append(Column(name, *_type_of(inner, by_alias, nullable_sides)))
+    return tuple(columns)
+
+
+def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, bool]:
+    if isinstance(node, exp.Column) and node.table in by_alias:
+        source = next((c for c in by_alias[node.table].columns if c.name == node.name), None)
+        if source is not None:
+            return source.type, source.nullable or node.table in nullable_sides
+    if isinstance(node, exp.JSONExtractScalar):
+        return TEXT, True
+    if isinstance(node, exp.JSONExtract):
+        return SqlType("jsonb"), True
+    sqlglot_type = node.type.this.name if node.type is not None else "UNKNOWN"
+    nullable = not isinstance(node, (exp.Literal, exp.Boolean, exp.Count))
+    return SqlType(_FROM_SQLGLOT.get(sqlglot_type, sqlglot_type.lower())), nullable
+
+
+def _outer_joined(query: exp.Expression) -> set[str]:
+    """Aliases of relations on the nullable side of an outer join."""
+    nullable: set[str] = set()
+    for select in query.find_all(exp.Select):
+        from_ = select.args.get("from_") or select.args.get("from")
+        left = [from_.this.alias_or_name] if from_ is not None else []
+        for join in select.args.get("joins") or []:
+            side = join.side.upper() if join.side else ""
+            if side in ("LEFT", "FULL"):
+                nullable.add(join.this.alias_or_name)
+            if side in ("RIGHT", "FULL"):
+                nullable.update(left)
+            left.append(join.this.alias_or_name)
+    return nullable
+
+
+def _postgres_name(node: exp.Expression) -> str:
+    """The column name PostgreSQL gives an unaliased select expression."""
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
+        return node.this.name
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    if isinstance(node, exp.Boolean):
+        return "bool"
+    return "?column?"

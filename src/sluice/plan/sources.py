@@ -1,0 +1,368 @@
+"""CREATE SOURCE → a source item (and its dead-letter table): options, columns, timeline.
+
+Columns follow DESIGN §3: key columns first, then the INLINE error column, then the value
+columns, then metadata columns in INCLUDE order; a user column list renames positionally.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sluice.catalog import items as kinds
+from sluice.catalog.items import DeadLetterDesc, FormatDesc, Item, SourceDesc
+from sluice.catalog.store import Catalog
+from sluice.catalog.timeline import EPOCH_MS, EXTERNAL, USER, Timeline
+from sluice.catalog.types import (
+    BIGINT,
+    BYTEA,
+    INTEGER,
+    MZ_TIMESTAMP,
+    TEXT,
+    TIMESTAMP,
+    Column,
+    list_of,
+    record,
+)
+from sluice.errors import FeatureNotSupported, InvalidParameterValue, Span
+from sluice.plan.facts import Facts
+from sluice.plan.formats import debezium_columns, describe_format
+from sluice.plan.names import ensure_free, item_name, resolve
+from sluice.plan.unique import unique_columns
+from sluice.syntax import ast
+
+ERROR_COLUMN_TYPE = record(Column("description", TEXT, False))
+METADATA_TYPES = {
+    "PARTITION": INTEGER,
+    "OFFSET": BIGINT,
+    "TIMESTAMP": TIMESTAMP,
+    "HEADERS": list_of(record(Column("key", TEXT, False), Column("value", BYTEA, True))),
+}
+DEAD_LETTER_COLUMNS = (
+    Column("mz_timestamp", MZ_TIMESTAMP, False),
+    Column("error", TEXT, False),
+    Column("error_code", TEXT, False),
+    Column("partition", INTEGER, False),
+    Column("offset", BIGINT, False),
+    Column("timestamp", TIMESTAMP, False),
+    Column("key", BYTEA, True),
+    Column("value", BYTEA, True),
+)
+_INTERVAL = re.compile(r"\s*(\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+_INTERVAL_UNITS_MS = {
+    **dict.fromkeys(["", "ms", "millisecond", "milliseconds"], 1),
+    **dict.fromkeys(["s", "second", "seconds"], 1000),
+    **dict.fromkeys(["m", "min", "minute", "minutes"], 60_000),
+    **dict.fromkeys(["h", "hour", "hours"], 3_600_000),
+}
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Options of one clause, each given at most once, with the node that gave it."""
+
+    given: dict[str, ast.Option]
+
+    @staticmethod
+    def of(options: tuple[ast.Option, ...]) -> _Options:
+        given: dict[str, ast.Option] = {}
+        for option in options:
+            if option.name in given:
+                raise InvalidParameterValue(
+                    f"{option.name} specified more than once", span=option.span
+                )
+            given[option.name] = option
+        return _Options(given)
+
+    def get(self, name: str) -> ast.Option | None:
+        return self.given.get(name)
+
+
+def plan_create_source(
+    statement: ast.CreateSource, catalog: Catalog, facts: Facts
+) -> tuple[Item, ...]:
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
+    connection = resolve(catalog, statement.connection, kinds.CONNECTION)
+    if connection.details.connection_type != kinds.KAFKA:
+        raise InvalidParameterValue(
+            f"{connection.name} is not a kafka connection", span=statement.connection.span
+        )
+    kafka = _Options.of(statement.kafka_options)
+    topic_option = kafka.get("TOPIC")
+    if topic_option is None:
+        raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
+    topic = topic_option.value.value
+    start_offsets = _start_offsets(kafka)
+    start_timestamp = kafka.get("START TIMESTAMP")
+    if start_offsets and start_timestamp is not None:
+        raise InvalidParameterValue(
+            "cannot specify START TIMESTAMP and START OFFSET at same time",
+            span=start_timestamp.span,
+        )
+    group_id_prefix = kafka.get("GROUP ID PREFIX")
+
+    key_ast, value_ast = _format_parts(statement)
+    envelope = statement.envelope or ast.EnvelopeNone()
+    include_key = next((i for i in statement.include if i.kind == "KEY"), None)
+    _check_envelope(statement, envelope, key_ast, value_ast, include_key)
+
+    key_format = None if key_ast is None else describe_format(key_ast, "key", topic, catalog, facts)
+    value_format = describe_format(value_ast, "value", topic, catalog, facts)
+
+    columns: list[tuple[Column, Span | None]] = []
+    key_columns: tuple[str, ...] = ()
+    packed = False
+    if key_format is not None and (isinstance(envelope, ast.EnvelopeUpsert) or include_key):
+        keys, packed = _key_columns(key_format, include_key, envelope)
+        key_columns = tuple(c.name for c in keys)
+        columns += [(c, include_key.span if include_key else None) for c in keys]
+
+    inline, propagate = _value_decoding_errors(envelope)
+    if inline is not None:
+        error_name = "error" if inline.alias is None else inline.alias.value
+        columns.append((Column(error_name, ERROR_COLUMN_TYPE, True), inline.span))
+
+    if isinstance(envelope, ast.EnvelopeDebezium):
+        values = debezium_columns(value_format.avro_schema, value_ast.span)
+    else:
+        values = value_format.columns
+    if inline is not None:
+        values = tuple(c.as_nullable() for c in values)
+    columns += [(c, value_ast.span) for c in values]
+
+    metadata = []
+    for include in statement.include:
+        if include.kind == "KEY":
+            continue
+        column_name = include.kind.lower() if include.alias is None else include.alias.value
+        metadata.append((include.kind, column_name))
+        columns.append((Column(column_name, METADATA_TYPES[include.kind], False), include.span))
+    _check_included_once(statement.include)
+
+    columns = _rename(statement, columns)
+    final_columns = unique_columns(columns)
+
+    with_options = _Options.of(statement.with_options)
+    timeline = _timeline(with_options, name)
+    source_id, dlq_id = catalog.allocate_ids(2)
+    dlq_item = _dead_letter_table(with_options, catalog, name, source_id, dlq_id, timeline)
+
+    desc = SourceDesc(
+        connection=connection.id,
+        topic=topic,
+        value_format=value_format,
+        envelope=_envelope_name(envelope),
+        key_format=key_format,
+        start_offsets=start_offsets,
+        start_timestamp=None if start_timestamp is None else int(start_timestamp.value.text),
+        group_id_prefix=None if group_id_prefix is None else group_id_prefix.value.value,
+        key_columns=tuple(final_columns[i].name for i in range(len(key_columns))),
+        key_packed=packed,
+        inline_error_column=None if inline is None else final_columns[len(key_columns)].name,
+        propagate_value_errors=propagate,
+        metadata=tuple(
+            (kind, final_columns[len(final_columns) - len(metadata) + i].name)
+            for i, (kind, _) in enumerate(metadata)
+        ),
+        dead_letter_table=None if dlq_item is None else dlq_item.id,
+        error_tolerance=_error_tolerance(with_options),
+        timestamp_interval_ms=_timestamp_interval(with_options),
+    )
+    depends = [connection.id] + sorted(
+        {f.registry_connection for f in (key_format, value_format) if f and f.registry_connection}
+    )
+    source = Item(
+        id=source_id,
+        name=name,
+        kind=kinds.SOURCE,
+        create_sql=statement.to_sql(),
+        columns=final_columns,
+        timeline=timeline,
+        depends_on=tuple(depends),
+        details=desc,
+    )
+    return (source,) if dlq_item is None else (source, dlq_item)
+
+
+def _start_offsets(kafka: _Options) -> tuple[int, ...]:
+    option = kafka.get("START OFFSET")
+    if option is None:
+        return ()
+    offsets = []
+    for item in option.value.items:
+        if int(item.text) < 0:
+            raise InvalidParameterValue("START OFFSET must be a nonnegative integer", span=item.span)
+        offsets.append(int(item.text))
+    return tuple(offsets)
+
+
+def _format_parts(statement: ast.CreateSource) -> tuple[ast.Node | None, ast.Node]:
+    spec = statement.format
+    if spec is None:
+        raise InvalidParameterValue(
+            "CREATE SOURCE requires a FORMAT", span=statement.span,
+            hint="for raw messages use FORMAT BYTES",
+        )
+    if isinstance(spec, ast.KeyValueFormat):
+        return spec.key, spec.value
+    return None, spec.format
+
+
+def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> None:
+    if include_key is not None and key_ast is None:
+        raise InvalidParameterValue(
+            "INCLUDE KEY requires specifying KEY FORMAT .. VALUE FORMAT, got bare FORMAT",
+            span=include_key.span,
+        )
+    if isinstance(envelope, ast.EnvelopeUpsert) and key_ast is None:
+        raise InvalidParameterValue(
+            "ENVELOPE [DEBEZIUM] UPSERT requires that KEY FORMAT be specified", span=envelope.span
+        )
+    if isinstance(envelope, ast.EnvelopeDebezium):
+        if not isinstance(value_ast, ast.AvroFormat):
+            raise InvalidParameterValue(
+                "ENVELOPE DEBEZIUM requires that VALUE FORMAT is set to AVRO", span=envelope.span
+            )
+        if include_key is not None:
+            raise InvalidParameterValue(
+                "Cannot use INCLUDE KEY with ENVELOPE DEBEZIUM: Debezium values include all keys.",
+                span=include_key.span,
+            )
+        if key_ast is None:
+            raise InvalidParameterValue(
+                "ENVELOPE DEBEZIUM requires that KEY FORMAT be specified", span=envelope.span
+            )
+
+
+def _key_columns(
+    key_format: FormatDesc, include_key: ast.IncludeMetadata | None, envelope: ast.Node
+) -> tuple[tuple[Column, ...], bool]:
+    """The key's columns and whether they were packed into one record column."""
+    keys = key_format.columns
+    if not isinstance(envelope, ast.EnvelopeUpsert):
+        keys = tuple(c.as_nullable() for c in keys)
+    alias = None if include_key is None or include_key.alias is None else include_key.alias.value
+    if len(keys) == 1:
+        return (keys[0].renamed(alias or "key"),), False
+    if alias is not None:
+        packed = Column(alias, record(*keys), not isinstance(envelope, ast.EnvelopeUpsert))
+        return (packed,), True
+    return keys, False
+
+
+def _value_decoding_errors(envelope: ast.Node) -> tuple[ast.InlineErrors | None, bool]:
+    """The INLINE action (if any) and whether value errors also propagate."""
+    if not isinstance(envelope, ast.EnvelopeUpsert) or not envelope.value_decoding_errors:
+        return None, True
+    inline = [a for a in envelope.value_decoding_errors if isinstance(a, ast.InlineErrors)]
+    propagate = [a for a in envelope.value_decoding_errors if isinstance(a, ast.PropagateErrors)]
+    for actions, word in ((inline, "INLINE"), (propagate, "PROPAGATE")):
+        if len(actions) > 1:
+            raise InvalidParameterValue(
+                f"VALUE DECODING ERRORS = {word} specified more than once", span=actions[1].span
+            )
+    return (inline[0] if inline else None), bool(propagate)
+
+
+def _check_included_once(include: tuple[ast.IncludeMetadata, ...]) -> None:
+    seen: set[str] = set()
+    for item in include:
+        if item.kind in seen:
+            raise InvalidParameterValue(f"INCLUDE {item.kind} specified more than once", span=item.span)
+        seen.add(item.kind)
+
+
+def _rename(
+    statement: ast.CreateSource, columns: list[tuple[Column, Span | None]]
+) -> list[tuple[Column, Span | None]]:
+    names = statement.columns
+    if len(names) > len(columns):
+        raise InvalidParameterValue(
+            f'source "{item_name(statement.name)}" definition names {len(names)} columns, '
+            f"but the source has only {len(columns)}",
+            span=names[len(columns)].span,
+        )
+    renamed = [(c.renamed(n.value), n.span) for (c, _), n in zip(columns, names)]
+    return renamed + columns[len(names) :]
+
+
+def _envelope_name(envelope: ast.Node) -> str:
+    if isinstance(envelope, ast.EnvelopeUpsert):
+        return "upsert"
+    if isinstance(envelope, ast.EnvelopeDebezium):
+        return "debezium"
+    return "none"
+
+
+def _timeline(options: _Options, source_name: str) -> Timeline:
+    named = options.get("TIMELINE")
+    epoch = options.get("EPOCH MS TIMELINE")
+    if named is not None and epoch is not None:
+        raise InvalidParameterValue(
+            "cannot specify both TIMELINE and EPOCH MS TIMELINE", span=epoch.span
+        )
+    if epoch is not None:
+        return EPOCH_MS if epoch.value.value else Timeline(EXTERNAL, source_name)
+    if named is None:
+        return EPOCH_MS
+    text = named.value.value
+    if text == "mz_epoch_ms":
+        return EPOCH_MS
+    if text.startswith("mz_"):
+        raise InvalidParameterValue(f'unacceptable timeline name "{text}"', span=named.value.span)
+    return Timeline(USER, text)
+
+
+def _dead_letter_table(
+    options: _Options, catalog: Catalog, source: str, source_id: str, dlq_id: str, timeline
+) -> Item | None:
+    option = options.get("REDIRECT ERRORS")
+    if option is None:
+        return None
+    name = item_name(option.value)
+    if name == source:
+        raise InvalidParameterValue(
+            f"dead-letter table must not be named like its source \"{source}\"",
+            span=option.value.span,
+        )
+    ensure_free(catalog, name, option.value.span)
+    columns = ", ".join(
+        f"{ast.quote_ident(c.name)} {c.type.display()}{'' if c.nullable else ' NOT NULL'}"
+        for c in DEAD_LETTER_COLUMNS
+    )
+    return Item(
+        id=dlq_id,
+        name=name,
+        kind=kinds.DEAD_LETTER_TABLE,
+        create_sql=f"CREATE TABLE {ast.quote_ident(name)} ({columns})",
+        columns=DEAD_LETTER_COLUMNS,
+        timeline=timeline,
+        depends_on=(source_id,),
+        details=DeadLetterDesc(source_id),
+    )
+
+
+def _error_tolerance(options: _Options) -> int | None:
+    option = options.get("ERROR TOLERANCE")
+    if option is None or isinstance(option.value, ast.KeywordValue) and option.value.word == "ALL":
+        return None
+    if isinstance(option.value, ast.KeywordValue):
+        return 0
+    return int(option.value.text)
+
+
+def _timestamp_interval(options: _Options) -> int | None:
+    option = options.get("TIMESTAMP INTERVAL")
+    if option is None:
+        return None
+    match = _INTERVAL.fullmatch(option.value.value)
+    unit = None if match is None else _INTERVAL_UNITS_MS.get(match.group(2).lower())
+    if unit is None or int(match.group(1)) == 0:
+        raise InvalidParameterValue(
+            f"invalid TIMESTAMP INTERVAL '{option.value.value}'",
+            span=option.value.span,
+            hint="write a positive duration such as '500ms', '1s' or '2 minutes'",
+        )
+    return int(match.group(1)) * unit
+
