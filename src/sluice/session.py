@@ -15,7 +15,7 @@ from typing import Any
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import FeatureNotSupported
+from sluice.errors import ExternalSystemError, FeatureNotSupported
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import (
     CreatePlan,
@@ -89,7 +89,7 @@ class Session:
 
     def _facts(self, statement: ast.Statement) -> Facts:
         schemas = {}
-        for connection_name, subject in registry_subjects(statement, self.catalog.current):
+        for connection_name, subject, span in registry_subjects(statement, self.catalog.current):
             item = self.catalog.current.get(connection_name)
             if item is None or item.kind != kinds.CONNECTION:
                 continue  # the planner reports the bad reference
@@ -101,7 +101,11 @@ class Session:
                 _literal(properties.get("USERNAME")),
                 _literal(properties.get("PASSWORD")),
             )
-            schema_id, schema = registry.latest(subject)
+            try:
+                schema_id, schema = registry.latest(subject)
+            except ExternalSystemError as e:
+                e.span = e.span or span
+                raise
             schemas[(connection_name, subject)] = RegistrySchema(schema_id, schema)
         return Facts(schemas)
 

@@ -43,6 +43,7 @@ class FormatDesc:
 
     kind: str  # text | bytes | json | csv | avro
     columns: tuple[Column, ...]
+    named: bool = False  # columns named by the data (CSV header, Avro record fields)
     csv_column_count: int | None = None
     csv_delimiter: str | None = None
     avro_schema: str | None = None  # the reader schema, JSON text

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sluice.catalog.store import Catalog
+from sluice.errors import Span
 from sluice.plan.names import item_name
 from sluice.syntax import ast
 
@@ -25,8 +26,10 @@ class Facts:
     schemas: dict[tuple[str, str], RegistrySchema] = field(default_factory=dict)
 
 
-def registry_subjects(statement: ast.Statement, catalog: Catalog) -> list[tuple[str, str]]:
-    """(registry connection name, subject) pairs a CREATE SOURCE needs, in key, value order."""
+def registry_subjects(
+    statement: ast.Statement, catalog: Catalog
+) -> list[tuple[str, str, Span | None]]:
+    """(registry connection name, subject, span of the format) that a CREATE SOURCE needs."""
     if isinstance(statement, ast.Explain):
         statement = statement.statement
     if not isinstance(statement, ast.CreateSource) or statement.format is None:
@@ -44,7 +47,7 @@ def registry_subjects(statement: ast.Statement, catalog: Catalog) -> list[tuple[
         else [("value", spec.format)]
     )
     return [
-        (item_name(f.schema.connection), f"{topic}-{side}")
+        (item_name(f.schema.connection), f"{topic}-{side}", f.span)
         for side, f in sides
         if isinstance(f, ast.AvroFormat) and isinstance(f.schema, ast.CsrSchema)
     ]

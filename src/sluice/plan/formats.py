@@ -74,16 +74,26 @@ def _csv(fmt: ast.CsvFormat) -> FormatDesc:
             raise InvalidParameterValue("CSV must have at least one column", span=fmt.span)
         names = [(f"column{i}", fmt.span) for i in range(1, fmt.column_count + 1)]
     columns = unique_columns([(Column(n, TEXT, False), s) for n, s in names])
-    return FormatDesc("csv", columns, csv_column_count=len(columns), csv_delimiter=delimiter)
+    return FormatDesc(
+        "csv",
+        columns,
+        named=fmt.header is not None,
+        csv_column_count=len(columns),
+        csv_delimiter=delimiter,
+    )
 
 
 def _avro(fmt: ast.AvroFormat, side: str, topic: str, catalog: Catalog, facts: Facts) -> FormatDesc:
     schema = fmt.schema
     if isinstance(schema, ast.InlineSchema):
-        columns = avro_columns(schema.schema.value, schema.schema.span)
+        columns, named = avro_columns(schema.schema.value, schema.schema.span)
         wire = True if schema.confluent_wire_format is None else schema.confluent_wire_format
         return FormatDesc(
-            "avro", columns, avro_schema=schema.schema.value, confluent_wire_format=wire
+            "avro",
+            columns,
+            named=named,
+            avro_schema=schema.schema.value,
+            confluent_wire_format=wire,
         )
     registry = resolve(catalog, schema.connection, kinds.CONNECTION)
     if registry.details.connection_type != kinds.SCHEMA_REGISTRY:
@@ -97,9 +107,11 @@ def _avro(fmt: ast.AvroFormat, side: str, topic: str, catalog: Catalog, facts: F
             f"no schema for subject '{subject}' in schema registry {registry.name}",
             span=fmt.span,
         )
+    columns, named = avro_columns(fetched.schema, fmt.span)
     return FormatDesc(
         "avro",
-        avro_columns(fetched.schema, fmt.span),
+        columns,
+        named=named,
         avro_schema=fetched.schema,
         avro_schema_id=fetched.id,
         registry_connection=registry.id,
@@ -115,9 +127,12 @@ def parse_avro_schema(text: str, span: Span | None) -> object:
     return schema
 
 
-def avro_columns(text: str, span: Span | None) -> tuple[Column, ...]:
+def avro_columns(text: str, span: Span | None) -> tuple[tuple[Column, ...], bool]:
+    """The columns of an Avro schema, and whether they are named by a record's fields."""
     schema = parse_avro_schema(text, span)
-    return _TypeMapper(span).columns(schema)
+    mapper = _TypeMapper(span)
+    top = mapper.resolve(schema)
+    return mapper.columns(schema), isinstance(top, dict) and top.get("type") == "record"
 
 
 def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
@@ -125,14 +140,14 @@ def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
     schema = parse_avro_schema(text, span)
     mapper = _TypeMapper(span)
     top = mapper.resolve(schema)
-    after = None
-    if isinstance(top, dict) and top.get("type") == "record":
-        after = next((f for f in top.get("fields", []) if f["name"] == "after"), None)
-    if after is None:
+    fields = top.get("fields", []) if isinstance(top, dict) and top.get("type") == "record" else []
+    if not any(f["name"] == "after" for f in fields):
         raise InvalidSchema(
             'ENVELOPE DEBEZIUM requires a value schema with an "after" field', span=span
         )
-    sql_type, _ = mapper.field_type(after["type"], "after")
+    # Every field in order, so that named types defined in `before` resolve in `after`.
+    types = {f["name"]: mapper.field_type(f["type"], f["name"])[0] for f in fields}
+    sql_type = types["after"]
     if sql_type.name != "record":
         raise InvalidSchema('the "after" field of a Debezium schema must be a record', span=span)
     return tuple(c.as_nullable() for c in sql_type.fields)

@@ -5,7 +5,7 @@ One namespace: `x`, `public.x` and `materialize.public.x` all name item `x`.
 
 from __future__ import annotations
 
-from sluice.catalog.items import Item
+from sluice.catalog.items import RELATIONS, Item
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, UndefinedObject, WrongObjectType
 from sluice.syntax import ast
@@ -26,7 +26,8 @@ def resolve(catalog: Catalog, name: ast.ObjectName, *kinds: str) -> Item:
     if item is None:
         raise UndefinedObject(f"unknown catalog item '{name}'", span=name.span)
     if kinds and item.kind not in kinds:
-        raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a {kinds[0]}', span=name.span)
+        wanted = "relation" if set(kinds) <= set(RELATIONS) and len(kinds) > 2 else kinds[0]
+        raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a {wanted}', span=name.span)
     return item
 
 

@@ -198,7 +198,7 @@ def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, b
         source = next((c for c in by_alias[node.table].columns if c.name == node.name), None)
         if source is not None:
             return source.type, source.nullable or node.table in nullable_sides
-    if isinstance(node, exp.JSONExtractScalar):
+    if isinstance(node, (exp.JSONExtractScalar, exp.Null)):
         return TEXT, True
     if isinstance(node, exp.JSONExtract):
         return SqlType("jsonb"), True

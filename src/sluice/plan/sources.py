@@ -244,7 +244,8 @@ def _key_columns(
         keys = tuple(c.as_nullable() for c in keys)
     alias = None if include_key is None or include_key.alias is None else include_key.alias.value
     if len(keys) == 1:
-        return (keys[0].renamed(alias or "key"),), False
+        unnamed = "key" if not key_format.named else keys[0].name
+        return (keys[0].renamed(alias or unnamed),), False
     if alias is not None:
         packed = Column(alias, record(*keys), not isinstance(envelope, ast.EnvelopeUpsert))
         return (packed,), True

@@ -33,7 +33,7 @@ class _PositionedError(SqlglotParseError):
     """
 
     def __init__(self, message: str, token: Token | None, end_of_text: int) -> None:
-        super().__init__(message)
+        super().__init__(message, [{"description": message}])
         self.description = message
         self.token = token
         self.end_of_text = end_of_text
