@@ -47,3 +47,25 @@ def test_missing_file_is_a_clear_error(tmp_path) -> None:
     result = run("parse", str(tmp_path / "nope.sql"))
     assert result.returncode == 2
     assert "cannot read" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_shows_what_a_script_creates(tmp_path) -> None:
+    script = tmp_path / "s.sql"
+    script.write_text(
+        "CREATE CONNECTION k TO KAFKA (BROKER 'localhost:9092');\n"
+        "CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT JSON WITH (REDIRECT ERRORS = d);\n"
+        "SELECT count(*) FROM d;\n"
+    )
+    result = run("plan", str(script))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "CREATE SOURCE\n  source s\n" in out
+    assert "    errors: redirected to dead-letter table d\n" in out
+    assert "  dead-letter table d\n" in out
+    assert "Query\n  columns: count bigint not null\n" in out
+
+
+def test_plan_error_names_the_statement() -> None:
+    result = run("plan", "-", stdin="SELECT * FROM nowhere")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[0] == "ERROR:  unknown catalog item 'nowhere'"

@@ -22,6 +22,7 @@ from sluice.plan import (
     DropPlan,
     Facts,
     NoticePlan,
+    Plan,
     RowsPlan,
     plan,
     registry_subjects,
@@ -69,7 +70,10 @@ class Session:
         return plan(statement, self.catalog.current, self._facts(statement))
 
     def execute_statement(self, statement: ast.Statement) -> Result:
-        planned = self.plan(statement)
+        return self.apply(self.plan(statement), statement)
+
+    def apply(self, planned: Plan, statement: ast.Statement) -> Result:
+        """Carry out a plan made by `plan` from the current catalog."""
         current = self.catalog.current
         if isinstance(planned, CreatePlan):
             self.catalog.commit(current.with_items(planned.items))

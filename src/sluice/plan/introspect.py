@@ -112,21 +112,29 @@ class ExplainWriter:
     def relation(self, item: Item, errors: str | None, depth: int) -> None:
         modifier = f" ({errors} ERRORS)" if errors else ""
         self.line(depth, f"{item.kind} {item.name}{modifier}")
+        depth += 1
         if item.kind == kinds.SOURCE:
-            self.source(item, depth + 1)
-        elif item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
-            self.line(depth + 1, f"timeline: {timeline_text(item.timeline)}")
+            self.source(item, depth)
+            return
+        if item.kind == kinds.CONNECTION:
+            desc = item.details
+            where = ", ".join(desc.brokers) if desc.connection_type == kinds.KAFKA else desc.url
+            self.line(depth, f"{desc.connection_type}: {where}")
+            return
+        if item.kind == kinds.SINK:
+            desc = item.details
+            self.line(depth, f"kafka: topic '{desc.topic}', envelope {desc.envelope}")
+            self.reads([(desc.source, None)], depth)
+            return
+        if item.kind == kinds.DEAD_LETTER_TABLE:
+            self.line(depth, f"errors of source {self.catalog.by_id(item.details.source).name}")
+        self.line(depth, f"timeline: {timeline_text(item.timeline)}")
+        self.line(depth, f"columns: {_columns_text(item.columns)}")
+        if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
             relations = [
-                (d, None)
-                for d in item.depends_on
-                if self.catalog.by_id(d).kind in kinds.RELATIONS
+                (d, None) for d in item.depends_on if self.catalog.by_id(d).kind in kinds.RELATIONS
             ]
-            self.reads(relations, depth + 1)
-        elif item.kind == kinds.DEAD_LETTER_TABLE:
-            self.line(depth + 1, f"errors of source {self.catalog.by_id(item.details.source).name}")
-            self.line(depth + 1, f"timeline: {timeline_text(item.timeline)}")
-        else:
-            self.line(depth + 1, f"timeline: {timeline_text(item.timeline)}")
+            self.reads(relations, depth)
 
     def source(self, item: Item, depth: int) -> None:
         desc: SourceDesc = item.details

@@ -1,0 +1,126 @@
+"""The durable catalog: exact restore on reopen, crash-safe writes, refusal to touch a
+catalog file it cannot read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sluice
+from sluice.catalog.store import FILE_NAME
+from sluice.errors import CatalogCorrupt
+
+SETUP = "CREATE CONNECTION kafka TO KAFKA (BROKER 'localhost:9092')"
+
+
+def test_reopen_restores_the_catalog(tmp_path) -> None:
+    with sluice.Session(tmp_path) as session:
+        session.execute_script(
+            SETUP + ";"
+            "CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE "
+            "FORMAT JSON INCLUDE OFFSET ENVELOPE UPSERT (VALUE DECODING ERRORS = INLINE) "
+            "WITH (REDIRECT ERRORS = dlq, TIMELINE = 'orders');"
+            "CREATE MATERIALIZED VIEW mv AS SELECT key, count(*) FROM s GROUP BY key;"
+            "CREATE TABLE t (a int NOT NULL DEFAULT 1, b text[])"
+        )
+        before = session.catalog.current
+    reopened = sluice.Session(tmp_path)
+    assert reopened.catalog.current == before
+    assert reopened.execute("SHOW COLUMNS FROM mv").rows == [
+        ("key", False, "text"),
+        ("count", False, "bigint"),
+    ]
+
+
+def test_ids_are_never_reused(tmp_path) -> None:
+    session = sluice.Session(tmp_path)
+    session.execute_script(SETUP + "; CREATE TABLE a (x int); DROP TABLE a; CREATE TABLE b (x int)")
+    ids = [item.id for item in session.catalog.current]
+    assert ids == ["u1", "u3"]
+    assert sluice.Session(tmp_path).catalog.current.next_id == 4
+
+
+def test_a_failed_statement_changes_nothing(tmp_path) -> None:
+    session = sluice.Session(tmp_path)
+    session.execute(SETUP)
+    before = (tmp_path / FILE_NAME).read_bytes()
+    with pytest.raises(sluice.SqlError):
+        session.execute(
+            "CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT TEXT INCLUDE KEY "
+            "WITH (REDIRECT ERRORS = dlq)"
+        )
+    assert (tmp_path / FILE_NAME).read_bytes() == before
+    assert [i.name for i in session.catalog.current] == ["kafka"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "is corrupt"),
+        ('{"format": "something else"}', "is corrupt"),
+        ('{"format": "sluice-catalog", "version": 1, "next_id": 2, "items": [{"@": "Item"}]}',
+         "is corrupt"),
+        ('{"format": "sluice-catalog", "version": 99, "next_id": 1, "items": []}',
+         "newer than this sluice understands"),
+    ],
+)
+def test_unreadable_catalog_is_reported_and_left_alone(tmp_path, content, message) -> None:
+    path = tmp_path / FILE_NAME
+    path.write_text(content)
+    with pytest.raises(CatalogCorrupt, match=message) as info:
+        sluice.Session(tmp_path)
+    assert info.value.code == "XX001"
+    assert path.read_text() == content
+
+
+def test_no_temp_files_are_left_behind(tmp_path) -> None:
+    session = sluice.Session(tmp_path)
+    session.execute_script(SETUP + "; CREATE TABLE a (x int); DROP TABLE a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]
+    json.loads((tmp_path / FILE_NAME).read_text())
+
+
+# A random walk of CREATE and DROP statements; some fail (duplicates, dependents), which
+# is part of the point: failures must leave the durable catalog exactly as it was.
+NAMES = ["a", "b", "c", "d"]
+STATEMENTS = st.one_of(
+    st.builds(
+        lambda n, tl, dlq: (
+            f"CREATE SOURCE {n} FROM KAFKA CONNECTION kafka (TOPIC '{n}') FORMAT TEXT"
+            + (f" WITH (REDIRECT ERRORS = {n}_dlq, TIMELINE = '{tl}')" if dlq else "")
+        ),
+        st.sampled_from(NAMES),
+        st.sampled_from(["x", "y"]),
+        st.booleans(),
+    ),
+    st.builds(lambda n: f"CREATE TABLE {n} (text text, n bigint)", st.sampled_from(NAMES)),
+    st.builds(
+        lambda n, m, mat: f"CREATE {'MATERIALIZED ' if mat else ''}VIEW {n} AS SELECT * FROM {m}",
+        st.sampled_from(NAMES),
+        st.sampled_from(NAMES + ["a_dlq"]),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda kind, n, cascade: f"DROP {kind} IF EXISTS {n}{' CASCADE' if cascade else ''}",
+        st.sampled_from(["SOURCE", "TABLE", "VIEW", "MATERIALIZED VIEW"]),
+        st.sampled_from(NAMES),
+        st.booleans(),
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(STATEMENTS, max_size=12))
+def test_reopen_after_any_create_drop_sequence_is_identical(tmp_path_factory, statements) -> None:
+    data_dir = tmp_path_factory.mktemp("catalog")
+    session = sluice.Session(data_dir)
+    session.execute(SETUP)
+    for statement in statements:
+        try:
+            session.execute(statement)
+        except sluice.SqlError:
+            pass
+        assert sluice.Session(data_dir).catalog.current == session.catalog.current

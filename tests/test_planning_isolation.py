@@ -1,0 +1,39 @@
+"""Planning is pure: no Spark, no Kafka client, no socket, however much is planned."""
+
+import subprocess
+import sys
+
+SCRIPT = r"""
+import socket, sys
+
+class NoSockets(socket.socket):
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("planning opened a socket")
+
+socket.socket = NoSockets
+import sluice
+
+session = sluice.Session()
+session.execute_script('''
+    CREATE CONNECTION kafka TO KAFKA (BROKER 'broker.invalid:9092');
+    CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't')
+      KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE PARTITION, OFFSET
+      ENVELOPE UPSERT (VALUE DECODING ERRORS = (INLINE, PROPAGATE))
+      WITH (REDIRECT ERRORS = dlq, TIMELINE = 'orders');
+    CREATE MATERIALIZED VIEW mv AS SELECT key, count(*) FROM IGNORE ERRORS s GROUP BY key;
+    CREATE SINK out FROM mv INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (key) FORMAT JSON ENVELOPE UPSERT;
+    SHOW COLUMNS FROM s;
+    EXPLAIN SELECT * FROM mv JOIN dlq ON true;
+''')
+for sql in ["SELECT * FROM ONLY ERRORS s", "SUBSCRIBE mv", "SELECT count(*) FROM dlq"]:
+    session.plan(sluice.parse_one(sql))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "confluent_kafka"))
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_planning_opens_no_socket_and_loads_no_spark_or_kafka() -> None:
+    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
