@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from lark.exceptions import UnexpectedCharacters
 from lark.common import LexerConf
 from lark.lexer import Lexer, PatternStr, Token
+from lark.parsers.lalr_analysis import Shift
 
 _TOKEN = re.compile(
     r"""
-    (?:\s+|--[^\n]*|/\*.*?\*/)*            # skipped: whitespace and comments
+    (?:\s+|--[^\n]*|/\*.*?\*/)*+            # skipped: whitespace and comments
     (?:
         (?P<word>[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*)
       | (?P<quoted>"(?:[^"]|"")+")
@@ -79,7 +80,7 @@ class StateLexer(Lexer):
             value = match.group(kind)
             accepted = states[parser_state.position]
             if kind == "word":
-                name = self.word_terminal(value.upper(), accepted)
+                name = self.word_terminal(value.upper(), accepted, parser_state)
                 if name in _REST_OF_STATEMENT:
                     yield _token(name, text[start:stop], start)
                     return
@@ -94,24 +95,47 @@ class StateLexer(Lexer):
                 name = _GROUP_TERMINALS[kind]
             yield _token(name, value, start)
 
-    def word_terminal(self, word: str, accepted) -> str:
+    def word_terminal(self, word: str, accepted, parser_state) -> str:
         if word in _QUERY_LEADS and "QUERY" in accepted:
             return "QUERY"
         statement = _STATEMENT_LEADS.get(word)
         if statement is not None and statement in accepted:
             return statement
         keyword = self.keywords.get(word)
-        if keyword is not None and (keyword in accepted or "IDENTIFIER" not in accepted):
+        if keyword is None:
+            return "IDENTIFIER"
+        if "IDENTIFIER" not in accepted:
+            return keyword
+        # Both are in the table, but LALR merges the lookaheads of states it shares, so one
+        # of them may only be a lookahead that a reduction would then refuse: ask.
+        if keyword in accepted and _shiftable(parser_state, keyword):
             return keyword
         return "IDENTIFIER"
 
 
 _REST_OF_STATEMENT = {"QUERY", "PAREN_QUERY", *_STATEMENT_LEADS.values()}
-_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
+_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*+", re.DOTALL)
 
 
 def _skip_blank(text: str, pos: int, stop: int) -> int:
     return _BLANK.match(text, pos, stop).end()
+
+
+def _shiftable(parser_state, terminal: str) -> bool:
+    """Whether the parser would shift `terminal` after the reductions it implies."""
+    states = parser_state.parse_conf.parse_table.states
+    stack = list(parser_state.state_stack)
+    while True:
+        action = states[stack[-1]].get(terminal)
+        if action is None:
+            return False
+        kind, target = action
+        if kind is Shift:
+            return True
+        size = len(target.expansion)
+        if size:
+            del stack[-size:]
+        stack.append(states[stack[-1]][target.origin.name][1])
 
 
 def _token(name: str, value: str, start: int) -> Token:

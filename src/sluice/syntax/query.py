@@ -15,7 +15,7 @@ from sqlglot.generators.materialize import MaterializeGenerator
 from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import Token, TokenType
 
-from sluice.errors import ParseError, Span
+from sluice.errors import FeatureNotSupported, ParseError, Span
 from sluice.syntax.ast import QueryBody
 from sluice.syntax.splitter import find_unterminated
 
@@ -124,7 +124,52 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     if kind == "subquery":
         while isinstance(expression, exp.Subquery) and not expression.alias:
             expression = expression.this
-    return QueryBody(expression.sql(dialect=Sluice, comments=False), expression, span=span)
+    _reject_lenient_shapes(expression, offset, span)
+    sql = expression.sql(dialect=Sluice, comments=False)
+    if not _reads_back(sql):
+        raise FeatureNotSupported(
+            "sluice cannot represent this query faithfully",
+            span=span,
+            detail=f"sqlglot reads it as: {sql}",
+        )
+    return QueryBody(sql, expression, span=span)
+
+
+# Shapes sqlglot accepts leniently although they are not SQL; passed through, each would
+# silently become another query (`SELECT a JOIN b` → `SELECT a, b`).
+_LENIENT_SHAPES: list[tuple[type[exp.Expression], str, object]] = [
+    (exp.Select, "JOIN requires a FROM clause", lambda e: e.args.get("joins") and not e.args.get("from_")),
+    (exp.Select, "LATERAL must follow a comma or JOIN", lambda e: e.args.get("laterals")),
+    (exp.Update, "UPDATE requires SET", lambda e: not e.args.get("expressions")),
+    (exp.Dot, "Unexpected dot after a number", lambda e: isinstance(e.this, exp.Literal) and not e.this.is_string),
+    (exp.TableAlias, "Expected comma between VALUES rows", lambda e: e.this is None and e.args.get("columns")),
+    (exp.Insert, "INSERT requires VALUES or a query", lambda e: e.args.get("expression") is None and not e.args.get("default")),
+    (exp.Delete, "DELETE requires FROM", lambda e: e.args.get("tables") and not e.args.get("this")),
+]
+
+
+def _reject_lenient_shapes(expression: exp.Expression, offset: int, span: Span) -> None:
+    for node in expression.walk():
+        for cls, message, bad in _LENIENT_SHAPES:
+            if isinstance(node, cls) and bad(node):
+                raise ParseError(message, span=_first_position(node, offset) or span)
+
+
+def _first_position(node: exp.Expression, offset: int) -> Span | None:
+    for inner in node.walk():
+        start = inner.meta.get("start") if inner.meta else None
+        if start is not None:
+            return Span(offset + start, offset + inner.meta.get("end", start) + 1)
+    return None
+
+
+def _reads_back(sql: str) -> bool:
+    """Whether canonical text parses back to itself: the property `to_sql` promises."""
+    try:
+        again = sqlglot.parse(sql, dialect=Sluice)
+    except SqlglotError:
+        return False
+    return len(again) == 1 and again[0] is not None and again[0].sql(dialect=Sluice, comments=False) == sql
 
 
 def _translate(error: _PositionedError, offset: int) -> ParseError:

@@ -32,7 +32,7 @@ _CLOSERS = {
     "$": ("dollar", "unterminated dollar-quoted string"),
     "/": ("comment", "unterminated multiline comment"),
 }
-_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
+_BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*+", re.DOTALL)
 
 
 def split_statements(text: str) -> Iterator[tuple[int, int]]:
