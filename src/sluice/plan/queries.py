@@ -100,7 +100,7 @@ class _Reference:
 
 def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
     offset = body.span.start if body.span is not None else 0
-    expression = body.expression.copy()
+    expression = _as_select(body.expression.copy())
     references = _references(expression, catalog, offset)
     for ref in references:
         if ref.errors == "ONLY":
@@ -124,6 +124,17 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
     reads = tuple(dict.fromkeys(Read(r.item.id, r.errors) for r in references))
     timeline = single_timeline(catalog, [r.item_id for r in reads], body.span)
     return QueryPlan(body.sql, qualified, columns, reads, timeline, status)
+
+
+def _as_select(expression: exp.Expression) -> exp.Expression:
+    """A bare `VALUES …` as `SELECT * FROM (VALUES …) AS values(column1, …)`, PostgreSQL's
+    names for its columns."""
+    if not isinstance(expression, exp.Values) or expression.alias:
+        return expression
+    width = len(expression.expressions[0].expressions) if expression.expressions else 0
+    columns = [exp.to_identifier(f"column{i}") for i in range(1, width + 1)]
+    expression.set("alias", exp.TableAlias(this=exp.to_identifier("values"), columns=columns))
+    return exp.select("*").from_(expression)
 
 
 def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> list[_Reference]:

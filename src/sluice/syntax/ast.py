@@ -18,9 +18,9 @@ from sluice.syntax.keywords import RESERVED
 _BARE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
 
 
-def quote_ident(name: str) -> str:
+def quote_ident(name: str, reserved: frozenset[str] = RESERVED) -> str:
     """`name` as SQL: bare when it re-reads as itself, otherwise double-quoted."""
-    if _BARE_IDENT.fullmatch(name) and name.upper() not in RESERVED:
+    if _BARE_IDENT.fullmatch(name) and name.upper() not in reserved:
         return name
     return '"' + name.replace('"', '""') + '"'
 
@@ -399,7 +399,8 @@ class CreateSink(Statement):
 
 @dataclass(frozen=True)
 class DataType(Node):
-    """A column type as written: lower-cased words, modifiers such as (10, 2), array dims."""
+    """A column type: `name` is its words as canonical SQL (lower-cased, quoted only where
+    they must be), then modifiers such as (10, 2) and array dimensions."""
 
     name: str
     modifiers: tuple[int, ...] = ()

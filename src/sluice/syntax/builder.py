@@ -10,6 +10,7 @@ from lark import Token, Tree
 
 from sluice.errors import Span
 from sluice.syntax import ast
+from sluice.syntax.keywords import TYPE_WORD_RESERVED
 from sluice.syntax.query import parse_query
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -351,10 +352,14 @@ class Builder:
         return ast.ColumnDef(self.ident(name), data_type, tuple(constraints), span=span)
 
     def data_type(self, children, span):
-        words = [c.value.translate(_ASCII_LOWER) for c in children if isinstance(c, Token)]
+        words = [self.type_word(c) for c in children if isinstance(c, Token)]
         modifiers = next((c for c in children if isinstance(c, tuple)), ())
         dims = children.count("[]")
         return ast.DataType(" ".join(words), modifiers, dims, span=span)
+
+    def type_word(self, token: Token) -> str:
+        """A word of a type name as canonical SQL: quoted only when it has to be."""
+        return ast.quote_ident(self.ident(token).value, TYPE_WORD_RESERVED)
 
     def type_modifiers(self, children, span):
         return tuple(int(c.text) for c in children)

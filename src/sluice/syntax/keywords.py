@@ -42,3 +42,7 @@ RESERVED: frozenset[str] = frozenset(
         "WITH",
     }
 )
+
+# Keywords that may follow a word of a column's type name (its constraints), so a type
+# word spelled like one of them must be quoted.
+TYPE_WORD_RESERVED: frozenset[str] = frozenset({"NOT", "NULL", "PRIMARY", "UNIQUE", "DEFAULT"})

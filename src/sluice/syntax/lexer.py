@@ -80,7 +80,9 @@ class StateLexer(Lexer):
             value = match.group(kind)
             accepted = states[parser_state.position]
             if kind == "word":
-                name = self.word_terminal(value.upper(), accepted, parser_state)
+                # Keywords are ASCII: "ſelect" must not fold onto SELECT.
+                word = value.upper() if value.isascii() else ""
+                name = self.word_terminal(word, accepted, parser_state)
                 if name in _REST_OF_STATEMENT:
                     yield _token(name, text[start:stop], start)
                     return

@@ -93,8 +93,8 @@ class Sluice(Materialize):
 
 
 _KINDS: dict[str, tuple[type[exp.Expression], ...]] = {
-    "query": (exp.Query,),
-    "subquery": (exp.Query,),
+    "query": (exp.Query, exp.Values),
+    "subquery": (exp.Query, exp.Values),
     "INSERT": (exp.Insert,),
     "UPDATE": (exp.Update,),
     "DELETE": (exp.Delete,),
@@ -180,10 +180,12 @@ def _translate(error: _PositionedError, offset: int) -> ParseError:
     else:
         start = offset + max(token.start, 0)
         span, found = Span(start, max(start, offset + token.end + 1)), _describe_token(token)
+    # sqlglot sometimes appends its own token repr ("… but got <Token …>"): ours replaces it.
+    description = description.split(" but got ", 1)[0]
     if description.startswith("Required keyword"):
         message = f"Expected an expression, found {found}"
-    elif description.startswith("Expecting "):
-        wanted = description.removeprefix("Expecting ").rstrip(".")
+    elif description.startswith(("Expecting ", "Expected ")):
+        wanted = description.split(" ", 1)[1].rstrip(".")
         message = f"Expected {_PUNCTUATION.get(wanted, wanted)}, found {found}"
     elif description.startswith("Invalid expression / Unexpected token"):
         message = f"Unexpected {found}"
