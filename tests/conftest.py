@@ -8,3 +8,23 @@ def pytest_addoption(parser):
         default=False,
         help="rewrite golden files with the actual output instead of comparing",
     )
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local Spark session of the test run (sluice's own, started once)."""
+    from sluice.render.spark import spark as shared_spark
+
+    return shared_spark()
+
+
+@pytest.fixture
+def kafka():
+    """A fresh embedded Kafka cluster per test."""
+    from sluice.kafka.embedded import EmbeddedKafka
+
+    with EmbeddedKafka() as cluster:
+        yield cluster

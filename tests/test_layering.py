@@ -56,3 +56,15 @@ def test_parsing_never_loads_spark() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_every_package_ships_in_the_wheel() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    on_disk = {
+        "sluice" + "".join(f".{p}" for p in init.parent.relative_to(SRC).parts)
+        for init in SRC.rglob("__init__.py")
+    }
+    assert on_disk | {"sluice.grammar"} == listed

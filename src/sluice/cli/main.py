@@ -3,6 +3,8 @@
 `sluice parse [FILE|-] [--ast]` prints each statement's canonical SQL (or its syntax tree);
 `sluice plan [FILE|-]` shows what a script would create and read, without Spark or Kafka.
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
+`sluice kafka [--brokers N] [--topic NAME[:PARTITIONS] ...]` runs an embedded Kafka broker
+on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 
 from sluice.cli.describe import describe_plan
 from sluice.errors import SqlError, format_error
@@ -57,6 +60,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return int(text)
+
+
+def _topic_spec(text: str) -> tuple[str, int]:
+    name, sep, count = text.rpartition(":")
+    return (name, _positive(count)) if sep else (text, 1)
+
+
+def cmd_kafka(args: argparse.Namespace) -> int:
+    from sluice.kafka.embedded import EmbeddedKafka
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        with EmbeddedKafka(brokers=args.brokers) as kafka:
+            for name, partitions in args.topic:
+                kafka.create_topic(name, partitions)
+            print(f"kafka listening on {kafka.bootstrap}", flush=True)
+            while not stop.wait(0.5):  # timed, in case a signal lands on another thread
+                pass
+    except SqlError as e:
+        print(format_error(e), file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sluice", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
@@ -67,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("plan", help="show what a script would create, without running it")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.set_defaults(run=cmd_plan)
+    p = commands.add_parser("kafka", help="run an embedded Kafka broker until interrupted")
+    p.add_argument("--brokers", type=_positive, default=1, metavar="N",
+                   help="number of brokers (default: 1)")
+    p.add_argument("--topic", type=_topic_spec, action="append", default=[],
+                   metavar="NAME[:PARTITIONS]", help="create a topic (repeatable)")
+    p.set_defaults(run=cmd_kafka)
     return top
 
 

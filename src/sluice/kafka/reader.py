@@ -1,0 +1,290 @@
+"""The `sluice_kafka` PySpark Python data source: Kafka topic ranges as Arrow batches.
+
+Rows have the schema of Spark's built-in Kafka source (key, value, topic, partition,
+offset, timestamp, timestampType, headers), so a cluster with Spark's connector could swap
+readers without touching anything downstream. One Spark input partition reads one Kafka
+partition's offset range `[start, end)` with one consumer, asking only for what is left in
+the range: no fetch waits on a timeout for messages that cannot arrive.
+
+Batch reads take their ranges from the `ranges` option (the session fixes them when a query
+starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
+`{partition: next offset}` in Spark's checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+NAME = "sluice_kafka"
+
+RAW_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+            ),
+        ),
+    ]
+)
+_HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+ARROW_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(_HEADER)),
+    ]
+)
+
+BATCH_SIZE = 10_000
+# A read that makes no progress for this long fails instead of hanging (broker gone).
+STALL_SECONDS = 30.0
+
+
+class KafkaReadError(RuntimeError):
+    """A range could not be read; the message names topic, partition and offsets."""
+
+
+@dataclass(frozen=True)
+class Options:
+    bootstrap: str
+    topic: str
+    config: dict
+    batch_size: int = BATCH_SIZE
+    stall_seconds: float = STALL_SECONDS
+
+    @staticmethod
+    def of(options) -> Options:
+        return Options(
+            bootstrap=options["bootstrap"],
+            topic=options["topic"],
+            config=json.loads(options.get("config", "{}")),
+            batch_size=int(options.get("batch_size", BATCH_SIZE)),
+            stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
+        )
+
+    def consumer(self) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "sluice",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+                **self.config,
+            }
+        )
+
+
+class Range(InputPartition):
+    def __init__(self, partition: int, start: int, end: int) -> None:
+        super().__init__((partition, start, end))
+        self.partition, self.start, self.end = partition, start, end
+
+
+def read_range(options: Options, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
+    """The messages of one partition with offsets in `[start, end)`, as Arrow batches."""
+    if start >= end:
+        return
+    consumer = options.consumer()
+    try:
+        consumer.assign([TopicPartition(options.topic, partition, start)])
+        yield from _consume(consumer, options, partition, start, end)
+    finally:
+        consumer.close()
+
+
+def _consume(consumer, options: Options, partition: int, start: int, end: int):
+    columns = _Columns()
+    position = start
+    last_progress = time.monotonic()
+    while position < end:
+        messages = consumer.consume(num_messages=min(options.batch_size, end - position), timeout=1.0)
+        if not messages:
+            if time.monotonic() - last_progress > options.stall_seconds:
+                raise KafkaReadError(
+                    f"no progress reading topic {options.topic!r} partition {partition} "
+                    f"at offset {position} (range ends at {end}) for {options.stall_seconds:g}s"
+                )
+            continue
+        last_progress = time.monotonic()
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # The range was computed from the high watermark, so reaching the end of
+                    # the partition early means the rest was deleted: nothing more to read.
+                    position = end
+                    break
+                raise KafkaReadError(
+                    f"reading topic {options.topic!r} partition {partition}: {error.str()}"
+                )
+            offset = message.offset()
+            if offset >= end:
+                position = end
+                break
+            columns.add(message, offset)
+            position = offset + 1
+        if len(columns) >= options.batch_size:
+            yield columns.batch(options.topic, partition)
+            columns = _Columns()
+    if len(columns):
+        yield columns.batch(options.topic, partition)
+
+
+class _Columns:
+    """Column builders for one Arrow batch."""
+
+    def __init__(self) -> None:
+        self.keys: list = []
+        self.values: list = []
+        self.offsets: list[int] = []
+        self.timestamps: list = []
+        self.timestamp_types: list[int] = []
+        self.headers: list = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, message, offset: int) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(offset)
+        kind, ms = message.timestamp()
+        self.timestamps.append(ms * 1000 if ms >= 0 else None)
+        self.timestamp_types.append(max(kind - 1, 0) if kind else 0)
+        headers = message.headers()
+        self.headers.append(
+            [{"key": k, "value": v} for k, v in headers] if headers else []
+        )
+
+    def batch(self, topic: str, partition: int) -> pa.RecordBatch:
+        n = len(self.offsets)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                pa.array([topic] * n, pa.string()),
+                pa.array([partition] * n, pa.int32()),
+                pa.array(self.offsets, pa.int64()),
+                pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+                pa.array(self.timestamp_types, pa.int32()),
+                pa.array(self.headers, pa.list_(_HEADER)),
+            ],
+            schema=ARROW_SCHEMA,
+        )
+
+
+def watermarks(options: Options, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """`{partition: (low, high)}` for the topic; KafkaReadError if it cannot be had."""
+    consumer = options.consumer()
+    try:
+        metadata = consumer.list_topics(options.topic, timeout=timeout)
+        topic = metadata.topics.get(options.topic)
+        missing = topic is None or (
+            topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        )
+        if missing:
+            raise KafkaReadError(f"topic {options.topic!r} does not exist")
+        if topic.error is not None:
+            raise KafkaReadError(f"topic {options.topic!r}: {topic.error.str()}")
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(options.topic, p), timeout=timeout)
+            for p in sorted(topic.partitions)
+        }
+    except KafkaException as e:
+        raise KafkaReadError(f"topic {options.topic!r}: {e.args[0].str()}") from None
+    finally:
+        consumer.close()
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, options) -> None:
+        self.options = Options.of(options)
+        self.ranges = [tuple(r) for r in json.loads(options["ranges"])]
+
+    def partitions(self) -> list[Range]:
+        return [Range(p, s, e) for p, s, e in self.ranges if s < e]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # With no ranges Spark still runs one task, handing it a bare InputPartition.
+        if not isinstance(partition, Range):
+            return iter(())
+        return read_range(self.options, partition.partition, partition.start, partition.end)
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark."""
+
+    def __init__(self, options) -> None:
+        self.options = Options.of(options)
+        self.start = {int(k): v for k, v in json.loads(options.get("start_offsets", "{}")).items()}
+
+    def initialOffset(self) -> dict:
+        marks = watermarks(self.options)
+        return {str(p): self.start.get(p, low) for p, (low, _) in marks.items()}
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        return {str(p): high for p, (_, high) in watermarks(self.options).items()}
+
+    def partitions(self, start: dict, end: dict) -> list[Range]:
+        return [
+            Range(int(p), start.get(p, 0), high)
+            for p, high in sorted(end.items(), key=lambda kv: int(kv[0]))
+            if start.get(p, 0) < high
+        ]
+
+    def read(self, partition: Range) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition.partition, partition.start, partition.end)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class KafkaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        return RAW_SCHEMA
+
+    def reader(self, schema: StructType) -> KafkaBatchReader:
+        return KafkaBatchReader(self.options)
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(self.options)

@@ -1,0 +1,1 @@
+"""Plans → PySpark. The only package (with the Kafka reader) that imports pyspark."""
