@@ -2,8 +2,8 @@
 
 Each statement goes parse → gather external facts (schema registry look-ups) → plan
 (pure) → apply. DDL changes the catalog in one crash-safe commit; SHOW and EXPLAIN return
-rows. Statements that need data (SELECT, SUBSCRIBE, INSERT…) are planned — so their
-errors are reported — and then refused until the Spark renderer exists.
+rows; SELECT reads a snapshot of its sources on Spark (started only then). SUBSCRIBE and
+writes are planned — so their errors are reported — and then refused until they exist.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sluice.plan import (
     Facts,
     NoticePlan,
     Plan,
+    QueryPlan,
     RowsPlan,
     plan,
     registry_subjects,
@@ -85,11 +86,20 @@ class Session:
             return Result(planned.status, notice=planned.notice)
         if isinstance(planned, RowsPlan):
             return Result(planned.status, planned.columns, list(planned.rows))
+        if isinstance(planned, QueryPlan):
+            return self._select(planned)
         raise FeatureNotSupported(
-            f"executing {planned.status} needs the Spark renderer, which sluice does not have yet",
+            f"executing {planned.status} is not implemented yet",
             span=statement.span,
             detail="the statement was planned successfully",
         )
+
+    def _select(self, planned: QueryPlan) -> Result:
+        """A snapshot: every source read up to the offsets current when the query starts."""
+        from sluice.render.snapshot import run_snapshot  # Spark only when data is needed
+
+        columns, rows = run_snapshot(planned, self.catalog.current)
+        return Result("SELECT", columns, rows)
 
     def _facts(self, statement: ast.Statement) -> Facts:
         schemas = {}

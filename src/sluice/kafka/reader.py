@@ -16,16 +16,19 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from sluice.kafka.decode import AvroDecoder, CsvDecoder, JsonDecoder
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
 )
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -86,6 +89,8 @@ class Options:
     config: dict
     batch_size: int = BATCH_SIZE
     stall_seconds: float = STALL_SECONDS
+    # side ("key" / "value") → decoder spec; see `decoder`.
+    decode: dict = field(default_factory=dict)
 
     @staticmethod
     def of(options) -> Options:
@@ -95,7 +100,16 @@ class Options:
             config=json.loads(options.get("config", "{}")),
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
             stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
+            decode=json.loads(options.get("decode", "{}")),
         )
+
+    def schema(self) -> StructType:
+        """The raw columns, then `<side>_data` and `<side>_error` for each decoded side."""
+        extra = []
+        for side, spec in sorted(self.decode.items()):
+            data_type = from_arrow_type(decoder(spec).arrow_type)
+            extra += [StructField(f"{side}_data", data_type), StructField(f"{side}_error", StringType())]
+        return StructType(RAW_SCHEMA.fields + extra)
 
     def consumer(self) -> Consumer:
         return Consumer(
@@ -108,6 +122,16 @@ class Options:
                 **self.config,
             }
         )
+
+
+def decoder(spec: dict):
+    """A decoder from its spec: {"kind": "json"}, {"kind": "csv", "columns": n,
+    "delimiter": c}, or {"kind": "avro", "schema": json, "wire": bool, "registry": url}."""
+    if spec["kind"] == "json":
+        return JsonDecoder()
+    if spec["kind"] == "csv":
+        return CsvDecoder(spec["columns"], spec.get("delimiter", ","))
+    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"))
 
 
 class Range(InputPartition):
@@ -129,7 +153,8 @@ def read_range(options: Options, partition: int, start: int, end: int) -> Iterat
 
 
 def _consume(consumer, options: Options, partition: int, start: int, end: int):
-    columns = _Columns()
+    decoders = {side: decoder(spec) for side, spec in sorted(options.decode.items())}
+    columns = _Columns(decoders)
     position = start
     last_progress = time.monotonic()
     while position < end:
@@ -161,15 +186,16 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
             position = offset + 1
         if len(columns) >= options.batch_size:
             yield columns.batch(options.topic, partition)
-            columns = _Columns()
+            columns = _Columns(decoders)
     if len(columns):
         yield columns.batch(options.topic, partition)
 
 
 class _Columns:
-    """Column builders for one Arrow batch."""
+    """Column builders for one Arrow batch (decoded sides last)."""
 
-    def __init__(self) -> None:
+    def __init__(self, decoders: dict) -> None:
+        self.decoders = decoders
         self.keys: list = []
         self.values: list = []
         self.offsets: list[int] = []
@@ -194,7 +220,15 @@ class _Columns:
 
     def batch(self, topic: str, partition: int) -> pa.RecordBatch:
         n = len(self.offsets)
-        return pa.RecordBatch.from_arrays(
+        decoded = []
+        for side, side_decoder in self.decoders.items():
+            payloads = self.keys if side == "key" else self.values
+            if isinstance(side_decoder, CsvDecoder):
+                data, errors = side_decoder.decode(payloads, self.offsets)
+            else:
+                data, errors = side_decoder.decode(payloads)
+            decoded += [pa.array(data, side_decoder.arrow_type), pa.array(errors, pa.string())]
+        raw = pa.RecordBatch.from_arrays(
             [
                 pa.array(self.keys, pa.binary()),
                 pa.array(self.values, pa.binary()),
@@ -207,6 +241,10 @@ class _Columns:
             ],
             schema=ARROW_SCHEMA,
         )
+        if not decoded:
+            return raw
+        names = [f"{side}_{part}" for side in self.decoders for part in ("data", "error")]
+        return pa.RecordBatch.from_arrays(raw.columns + decoded, names=ARROW_SCHEMA.names + names)
 
 
 def watermarks(options: Options, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
@@ -281,7 +319,7 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return RAW_SCHEMA
+        return Options.of(self.options).schema()
 
     def reader(self, schema: StructType) -> KafkaBatchReader:
         return KafkaBatchReader(self.options)

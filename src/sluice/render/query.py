@@ -1,0 +1,110 @@
+"""A planned query over catalog relations → one Spark DataFrame, checked against errs.
+
+Each relation the query reads becomes a temporary view: a source's oks (or its errs for
+`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. If any collection
+read without `IGNORE ERRORS` has errors, the query fails with the first of them
+(deterministically chosen), whatever its WHERE clause says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from sluice.catalog import items as kinds
+from sluice.catalog.store import Catalog
+from sluice.errors import FeatureNotSupported, SqlError
+from sluice.plan.plans import QueryPlan
+from sluice.plan.queries import plan_query
+from sluice.render.source import Collection, SourceRead, first_error, render_source
+from sluice.syntax.query import ERRORS_MODIFIER, parse_query
+
+
+class SourceDataError(SqlError):
+    """A query read a collection whose errs is not empty."""
+
+    code = "XX000"
+
+
+@dataclass
+class QueryRenderer:
+    spark: SparkSession
+    catalog: Catalog
+    reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
+    config: dict = field(default_factory=dict)
+    snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    collections: dict[str, Collection] = field(default_factory=dict)
+
+    def source(self, item_id: str) -> Collection:
+        if item_id not in self.collections:
+            item = self.catalog.by_id(item_id)
+            collection = render_source(self.spark, item, self.catalog, self.reads(item_id), self.config)
+            # Read the topic once: the error check and the query share the decoded rows.
+            collection.oks.persist()
+            collection.errs.persist()
+            self.collections[item_id] = collection
+        return self.collections[item_id]
+
+    def relation(self, item_id: str, errors: str | None) -> tuple[DataFrame, list[DataFrame]]:
+        """The rows a reference reads and the errs collections that guard it."""
+        item = self.catalog.by_id(item_id)
+        if item.kind == kinds.SOURCE:
+            collection = self.source(item_id)
+            if errors == "ONLY":
+                return collection.errs.select("message", "code"), []
+            guarded = errors != "IGNORE" and item.details.dead_letter_table is None
+            return collection.oks, [collection.errs] if guarded else []
+        if item.kind == kinds.DEAD_LETTER_TABLE:
+            errs = self.source(item.details.source).errs
+            return (
+                errs.select(
+                    F.lit(self.snapshot_ms).alias("mz_timestamp"),
+                    F.col("message").alias("error"),
+                    F.col("code").alias("error_code"),
+                    "partition",
+                    "offset",
+                    "timestamp",
+                    "key",
+                    "value",
+                ),
+                [],
+            )
+        if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
+            body = parse_query(item.details.query, 0, "query")
+            return self.query(plan_query(body, self.catalog))
+        raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
+
+    def query(self, plan: QueryPlan) -> tuple[DataFrame, list[DataFrame]]:
+        guards: list[DataFrame] = []
+        expression = plan.expression.copy()
+        views: dict[str, str] = {}
+        for read in plan.reads:
+            frame, read_guards = self.relation(read.item_id, read.errors)
+            guards += read_guards
+            name = f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
+            frame.createOrReplaceTempView(name)
+            item = self.catalog.by_id(read.item_id)
+            views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
+        for table in expression.find_all(exp.Table):
+            if table.name in views:
+                table.set("this", exp.to_identifier(views[table.name]))
+                table.set(ERRORS_MODIFIER, None)
+        return self.spark.sql(expression.sql(dialect="spark")), guards
+
+    def run(self, plan: QueryPlan) -> DataFrame:
+        frame, guards = self.query(plan)
+        for errs in guards:
+            message = first_error(errs)
+            if message is not None:
+                raise SourceDataError(message)
+        return frame
+
+    def close(self) -> None:
+        for collection in self.collections.values():
+            collection.oks.unpersist()
+            collection.errs.unpersist()
