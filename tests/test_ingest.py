@@ -1,0 +1,198 @@
+"""Kafka sources on Spark: decoders, oks/errs, ENVELOPE NONE, dead-letter tables, snapshot
+SELECT — against the embedded broker and a real Spark session."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import fastavro
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sluice
+from sluice.kafka.embedded import EmbeddedKafka, produce
+
+AVRO = {"type": "record", "name": "r", "fields": [
+    {"name": "a", "type": "long"}, {"name": "b", "type": ["null", "string"]}]}
+
+
+def avro(datum, schema_id: int | None = 1) -> bytes:
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(AVRO), datum)
+    header = b"" if schema_id is None else b"\x00" + struct.pack(">I", schema_id)
+    return header + body.getvalue()
+
+
+@pytest.fixture
+def session(spark, kafka):
+    with sluice.Session() as s:
+        s.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        yield s
+
+
+def source(session, kafka, messages, spec: str, *, name: str = "s", partitions: int = 1,
+           partition: int = 0, extra: str = "") -> None:
+    kafka.create_topic(name, partitions)
+    produce(kafka.bootstrap, name, messages, partition=partition)
+    session.execute(f"CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC '{name}') {spec} {extra}")
+
+
+def rows(session, sql: str) -> list:
+    return session.execute(sql).rows
+
+
+def failure(session, sql: str) -> str:
+    with pytest.raises(sluice.SqlError) as info:
+        session.execute(sql)
+    assert info.value.code == "XX000"
+    return info.value.message
+
+
+def test_text(session, kafka) -> None:
+    source(session, kafka, [(None, b"hello"), (None, b""), (None, b"\xff\xfeok")], "FORMAT TEXT INCLUDE OFFSET")
+    assert failure(session, "SELECT * FROM s WHERE false") == (
+        'Decode error: Failed to decode UTF-8 (original bytes: "fffe6f6b")'
+    )
+    assert rows(session, 'SELECT text, "offset" FROM IGNORE ERRORS s ORDER BY 2') == [("hello", 0), ("", 1)]
+    assert rows(session, "SELECT * FROM ONLY ERRORS s") == [
+        ('Decode error: Failed to decode UTF-8 (original bytes: "fffe6f6b")', "decode-value")
+    ]
+
+
+def test_bytes_never_fail(session, kafka) -> None:
+    source(session, kafka, [(None, b"\xff\x00"), (None, b"")], "FORMAT BYTES")
+    assert sorted(rows(session, "SELECT data FROM s")) == [(b"",), (b"\xff\x00",)]
+
+
+def test_json(session, kafka) -> None:
+    source(session, kafka, [(None, b'{"a": [1, null]}'), (None, b"null"), (None, b"1 2"), (None, b"{")],
+           "FORMAT JSON INCLUDE OFFSET")
+    assert rows(session, 'SELECT data, "offset" FROM IGNORE ERRORS s ORDER BY 2') == [
+        ('{"a":[1,null]}', 0),
+        ("null", 1),
+    ]
+    assert rows(session, "SELECT message FROM ONLY ERRORS s ORDER BY message") == [
+        ('Decode error: Failed to decode JSON: Expecting property name enclosed in double quotes: '
+         'line 1 column 2 (char 1) (original text: {, original bytes: "7b")',),
+        ('Decode error: Failed to decode JSON: Extra data: line 1 column 3 (char 2) '
+         '(original text: 1 2, original bytes: "312032")',),
+    ]
+
+
+def test_csv(session, kafka) -> None:
+    source(session, kafka, [(None, b"a,b"), (None, b'"x,y",'), (None, b"a"), (None, b"a,b,c")],
+           "FORMAT CSV WITH 2 COLUMNS")
+    assert sorted(rows(session, "SELECT * FROM IGNORE ERRORS s")) == [("a", "b"), ("x,y", "")]
+    assert sorted(r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS s")) == [
+        'Decode error: CSV error at record number 3: expected 2 columns, got 1. '
+        '(original text: a, original bytes: "61")',
+        'Decode error: CSV error at record number 4: expected 2 columns, got 3. '
+        '(original text: a,b,c, original bytes: "612c622c63")',
+    ]
+
+
+def test_avro_inline_schema_with_and_without_the_confluent_header(session, kafka) -> None:
+    schema = json.dumps(AVRO).replace("'", "''")
+    source(session, kafka, [(None, avro({"a": 1, "b": "x"})), (None, avro({"a": 2, "b": None})),
+                            (None, b"\x07" + avro({"a": 3, "b": None})[1:])],
+           f"FORMAT AVRO USING SCHEMA '{schema}'")
+    assert sorted(rows(session, "SELECT a, b FROM IGNORE ERRORS s")) == [(1, "x"), (2, None)]
+    (message,) = rows(session, "SELECT message FROM ONLY ERRORS s")[0]
+    assert message.startswith(
+        "Decode error: avro deserialization error: wrong Confluent-style avro serialization "
+        "magic: expected 0, got 7 (original"
+    )
+    source(session, kafka, [(None, avro({"a": 5, "b": "y"}, schema_id=None))], name="plain",
+           spec=f"FORMAT AVRO USING SCHEMA '{schema}' (CONFLUENT WIRE FORMAT = false)")
+    assert rows(session, "SELECT a, b FROM plain") == [(5, "y")]
+
+
+def test_envelope_none_with_include_key(session, kafka) -> None:
+    source(session, kafka, [
+        (b"k", b"v"),       # a row
+        (None, b"v2"),      # null key: a row with a NULL key
+        (b"k", None),       # null value with a key: an envelope error
+        (None, None),       # neither: skipped
+        (b"\xff", b"v3"),   # a key that does not decode: an error, since the key is included
+    ], "KEY FORMAT TEXT VALUE FORMAT TEXT INCLUDE KEY, OFFSET")
+    assert sorted(rows(session, 'SELECT key, text, "offset" FROM IGNORE ERRORS s'), key=str) == [
+        ("k", "v", 0), (None, "v2", 1),
+    ]
+    assert sorted(rows(session, 'SELECT message, code FROM ONLY ERRORS s')) == [
+        ('Decode error: Failed to decode UTF-8 (original bytes: "ff")', "decode-key"),
+        ("Envelope error: Flat: Value not present for message", "envelope-flat"),
+    ]
+
+
+def test_key_errors_do_not_matter_without_include_key(session, kafka) -> None:
+    source(session, kafka, [(b"\xff", b"v")], "KEY FORMAT TEXT VALUE FORMAT TEXT")
+    assert rows(session, "SELECT * FROM s") == [("v",)]
+
+
+def test_dead_letter_table_takes_the_errors(session, kafka) -> None:
+    source(session, kafka, [(None, b"ok"), (None, b"\xff")], "FORMAT TEXT",
+           extra="WITH (REDIRECT ERRORS = dlq)")
+    assert rows(session, "SELECT * FROM s") == [("ok",)]
+    (row,) = rows(session, 'SELECT error, error_code, partition, "offset", key, value FROM dlq')
+    assert row == ('Decode error: Failed to decode UTF-8 (original bytes: "ff")', "decode-value",
+                   0, 1, None, b"\xff")
+    assert rows(session, "SELECT count(*) FROM dlq WHERE mz_timestamp > 0") == [(1,)]
+
+
+def test_start_offset_and_views(session, kafka) -> None:
+    source(session, kafka, [(None, b"\xff"), (None, b"b"), (None, b"c")],
+           "FORMAT TEXT INCLUDE OFFSET", name="late")
+    session.execute("DROP SOURCE late")
+    session.execute(
+        "CREATE SOURCE late FROM KAFKA CONNECTION kafka (TOPIC 'late', START OFFSET (1)) FORMAT TEXT INCLUDE OFFSET"
+    )
+    session.execute("CREATE VIEW v AS SELECT upper(text) AS t FROM late")
+    assert sorted(rows(session, "SELECT t FROM v")) == [("B",), ("C",)]
+
+
+def test_unreachable_broker_is_a_clear_error(spark) -> None:
+    with EmbeddedKafka() as cluster, sluice.Session() as session:
+        cluster.create_topic("t", 1)
+        session.execute(f"CREATE CONNECTION k TO KAFKA (BROKER '{cluster.bootstrap}')")
+        session.execute("CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT")
+        session.execute("CREATE SOURCE gone FROM KAFKA CONNECTION k (TOPIC 'gone') FORMAT TEXT")
+        with pytest.raises(sluice.SqlError, match="Source error: gone: topic 'gone' does not exist"):
+            session.execute("SELECT * FROM gone")
+
+
+# Conservation: every message produced is in exactly one of oks and errs, or is the
+# documented skip (no key and no value), with its own partition and offset.
+MESSAGES = st.tuples(
+    st.sampled_from([None, b"k", b"\xffk"]),
+    st.sampled_from([None, b"good", b"\xfe bad", b""]),
+)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 2), MESSAGES), min_size=1, max_size=40))
+def test_every_message_lands_exactly_once(spark, placed) -> None:
+    with EmbeddedKafka() as cluster, sluice.Session() as session:
+        cluster.create_topic("c", 3)
+        expected = {}
+        for partition in range(3):
+            batch = [m for p, m in placed if p == partition]
+            produce(cluster.bootstrap, "c", batch, partition=partition)
+            for offset, (key, value) in enumerate(batch):
+                if key is not None or value is not None:
+                    expected[(partition, offset)] = (key, value)
+        session.execute(f"CREATE CONNECTION k TO KAFKA (BROKER '{cluster.bootstrap}')")
+        session.execute(
+            "CREATE SOURCE c FROM KAFKA CONNECTION k (TOPIC 'c') KEY FORMAT TEXT VALUE FORMAT TEXT "
+            "INCLUDE KEY, PARTITION, OFFSET WITH (REDIRECT ERRORS = dlq)"
+        )
+        oks = rows(session, 'SELECT partition, "offset" FROM c')
+        errs = rows(session, 'SELECT partition, "offset" FROM dlq')
+        landed = oks + errs
+        assert len(landed) == len(set(landed)) == len(expected)
+        assert set(landed) == set(expected)
+        for partition, offset in errs:
+            key, value = expected[(partition, offset)]
+            assert value is None or value.startswith(b"\xfe") or (key or b"").startswith(b"\xff")
