@@ -153,14 +153,17 @@ def test_start_offset_and_views(session, kafka) -> None:
     assert sorted(rows(session, "SELECT t FROM v")) == [("B",), ("C",)]
 
 
-def test_unreachable_broker_is_a_clear_error(spark) -> None:
+def test_missing_topic_and_unreachable_broker_are_clear_errors(spark) -> None:
     with EmbeddedKafka() as cluster, sluice.Session() as session:
         cluster.create_topic("t", 1)
         session.execute(f"CREATE CONNECTION k TO KAFKA (BROKER '{cluster.bootstrap}')")
+        with pytest.raises(sluice.SqlError, match="^Topic does not exist$") as info:
+            session.execute("CREATE SOURCE gone FROM KAFKA CONNECTION k (TOPIC 'gone') FORMAT TEXT")
+        assert info.value.detail.startswith("topic 'gone' is not on connection k")
         session.execute("CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT")
-        session.execute("CREATE SOURCE gone FROM KAFKA CONNECTION k (TOPIC 'gone') FORMAT TEXT")
-        with pytest.raises(sluice.SqlError, match="Source error: gone: topic 'gone' does not exist"):
-            session.execute("SELECT * FROM gone")
+        cluster.set_broker_down(1)
+        with pytest.raises(sluice.SqlError, match="^Source error: s: topic 't'"):
+            session.execute("SELECT * FROM s")
 
 
 # Conservation: every message produced is in exactly one of oks and errs, or is the

@@ -13,7 +13,7 @@ class NoSockets(socket.socket):
 socket.socket = NoSockets
 import sluice
 
-session = sluice.Session()
+session = sluice.Session(check_kafka=False)
 session.execute_script('''
     CREATE CONNECTION kafka TO KAFKA (BROKER 'broker.invalid:9092');
     CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't')

@@ -15,7 +15,7 @@ from typing import Any
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import ExternalSystemError, FeatureNotSupported
+from sluice.errors import ExternalSystemError, FeatureNotSupported, UndefinedObject
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import (
     CreatePlan,
@@ -41,7 +41,11 @@ class Result:
 
 
 class Session:
-    def __init__(self, data_dir: str | Path | None = None) -> None:
+    """`check_kafka=False` plans sources without asking their brokers whether the topic
+    exists (`sluice plan`, and tests of planning alone)."""
+
+    def __init__(self, data_dir: str | Path | None = None, *, check_kafka: bool = True) -> None:
+        self.check_kafka = check_kafka
         self._temporary = None
         if data_dir is None:
             self._temporary = tempfile.TemporaryDirectory(prefix="sluice-")
@@ -102,6 +106,8 @@ class Session:
         return Result("SELECT", columns, rows)
 
     def _facts(self, statement: ast.Statement) -> Facts:
+        if self.check_kafka:
+            self._check_topic(statement)
         schemas = {}
         for connection_name, subject, span in registry_subjects(statement, self.catalog.current):
             item = self.catalog.current.get(connection_name)
@@ -122,6 +128,36 @@ class Session:
                 raise
             schemas[(connection_name, subject)] = RegistrySchema(schema_id, schema)
         return Facts(schemas)
+
+
+    def _check_topic(self, statement: ast.Statement) -> None:
+        """A source's topic must exist when the source is created."""
+        if isinstance(statement, ast.Explain):
+            statement = statement.statement
+        if not isinstance(statement, ast.CreateSource):
+            return
+        topic = next((o.value for o in statement.kafka_options if o.name == "TOPIC"), None)
+        connection = self.catalog.current.get(statement.connection.name)
+        if topic is None or connection is None or connection.kind != kinds.CONNECTION:
+            return  # the planner reports these
+        if connection.details.connection_type != kinds.KAFKA:
+            return
+        from sluice.kafka.client import KafkaReadError, TopicMissing, watermarks
+
+        brokers = ",".join(connection.details.brokers)
+        try:
+            watermarks(brokers, topic.value, {})
+        except TopicMissing:
+            raise UndefinedObject(
+                "Topic does not exist",
+                span=topic.span,
+                detail=f"topic '{topic.value}' is not on connection {connection.name} ({brokers})",
+            ) from None
+        except KafkaReadError as e:
+            raise ExternalSystemError(
+                f"cannot read topic '{topic.value}' from connection {connection.name}: {e}",
+                span=statement.connection.span,
+            ) from None
 
 
 def _literal(sql: str | None) -> str | None:

@@ -50,7 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"sluice: cannot read {args.file}: {e.strerror}", file=sys.stderr)
         return 2
-    with Session() as session:
+    with Session(check_kafka=False) as session:
         try:
             for statement in parse(text):
                 print(describe_plan(session, statement))

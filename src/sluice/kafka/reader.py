@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from sluice.kafka import client
+from sluice.kafka.client import KafkaReadError
 from sluice.kafka.decode import AvroDecoder, CsvDecoder, JsonDecoder
 from pyspark.sql.datasource import (
     DataSource,
@@ -78,10 +80,6 @@ BATCH_SIZE = 10_000
 STALL_SECONDS = 30.0
 
 
-class KafkaReadError(RuntimeError):
-    """A range could not be read; the message names topic, partition and offsets."""
-
-
 @dataclass(frozen=True)
 class Options:
     bootstrap: str
@@ -112,16 +110,7 @@ class Options:
         return StructType(RAW_SCHEMA.fields + extra)
 
     def consumer(self) -> Consumer:
-        return Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "sluice",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-                **self.config,
-            }
-        )
+        return client.consumer(self.bootstrap, self.config)
 
 
 def decoder(spec: dict):
@@ -247,27 +236,8 @@ class _Columns:
         return pa.RecordBatch.from_arrays(raw.columns + decoded, names=ARROW_SCHEMA.names + names)
 
 
-def watermarks(options: Options, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
-    """`{partition: (low, high)}` for the topic; KafkaReadError if it cannot be had."""
-    consumer = options.consumer()
-    try:
-        metadata = consumer.list_topics(options.topic, timeout=timeout)
-        topic = metadata.topics.get(options.topic)
-        missing = topic is None or (
-            topic.error is not None and topic.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        )
-        if missing:
-            raise KafkaReadError(f"topic {options.topic!r} does not exist")
-        if topic.error is not None:
-            raise KafkaReadError(f"topic {options.topic!r}: {topic.error.str()}")
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(options.topic, p), timeout=timeout)
-            for p in sorted(topic.partitions)
-        }
-    except KafkaException as e:
-        raise KafkaReadError(f"topic {options.topic!r}: {e.args[0].str()}") from None
-    finally:
-        consumer.close()
+def watermarks(options: Options) -> dict[int, tuple[int, int]]:
+    return client.watermarks(options.bootstrap, options.topic, options.config)
 
 
 class KafkaBatchReader(DataSourceReader):

@@ -10,7 +10,7 @@ from pyspark.sql.types import VariantVal
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
-from sluice.kafka.reader import KafkaReadError, Options, watermarks
+from sluice.kafka.client import KafkaReadError, watermarks
 from sluice.plan.plans import QueryPlan
 from sluice.render.query import QueryRenderer
 from sluice.render.source import SourceRead
@@ -28,7 +28,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     desc = catalog.by_id(item_id).details
     connection = catalog.by_id(desc.connection).details
     try:
-        marks = watermarks(Options(",".join(connection.brokers), desc.topic, {}))
+        marks = watermarks(",".join(connection.brokers), desc.topic, {})
     except KafkaReadError as e:
         raise ExternalSystemError(f"Source error: {catalog.by_id(item_id).name}: {e}") from None
     ranges, lost = [], []

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
+from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from sluice.kafka.reader import KafkaDataSource
 
 DEFAULT_MASTER = "local[2]"
+_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
 
@@ -26,17 +30,43 @@ def spark() -> SparkSession:
         if _session is None:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-            session = (
-                SparkSession.builder.master(os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER))
-                .appName("sluice")
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.session.timeZone", "UTC")
-                .config("spark.sql.shuffle.partitions", "4")
-                .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-                .getOrCreate()
-            )
+            with _stderr_to(spark_log_path()):
+                session = _build()
             session.sparkContext.setLogLevel("ERROR")
             session.dataSource.register(KafkaDataSource)
             _session = session
         return _session
+
+
+def spark_log_path() -> Path:
+    """Where the JVM (and the Python workers it starts) write their own stderr."""
+    return Path(tempfile.gettempdir()) / f"sluice-spark-{os.getpid()}.log"
+
+
+@contextmanager
+def _stderr_to(path: Path):
+    """Start child processes with stderr going to `path`: the JVM inherits it at launch,
+    so its start-up chatter and later warnings stay out of the user's terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _build() -> SparkSession:
+    master = os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER)
+    return (
+        SparkSession.builder.master(master)
+        .appName("sluice")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
+        .getOrCreate()
+    )
