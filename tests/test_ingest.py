@@ -199,3 +199,41 @@ def test_every_message_lands_exactly_once(spark, placed) -> None:
         for partition, offset in errs:
             key, value = expected[(partition, offset)]
             assert value is None or value.startswith(b"\xfe") or (key or b"").startswith(b"\xff")
+
+
+def test_start_timestamp_reads_from_the_first_late_enough_message(session, kafka) -> None:
+    kafka.create_topic("ts", 2)
+    for i, ts in enumerate([1_000, 2_000, 3_000, 4_000]):
+        produce(kafka.bootstrap, "ts", [(None, f"p0-{i}".encode())], partition=0, timestamp_ms=ts)
+    produce(kafka.bootstrap, "ts", [(None, b"p1-early")], partition=1, timestamp_ms=500)
+    session.execute(
+        "CREATE SOURCE ts FROM KAFKA CONNECTION kafka (TOPIC 'ts', START TIMESTAMP 2500) FORMAT TEXT"
+    )
+    assert sorted(rows(session, "SELECT text FROM ts")) == [("p0-2",), ("p0-3",)]
+
+
+def test_offsets_lost_to_retention_are_an_error_not_silent_loss(session, kafka) -> None:
+    # The embedded broker keeps about 5 MiB per partition: 8 MiB pushes the low mark up.
+    source(session, kafka, [(None, b"x" * 1024) for _ in range(8_000)], "FORMAT BYTES INCLUDE OFFSET",
+           name="retained")
+    (low,) = rows(session, 'SELECT min("offset") FROM IGNORE ERRORS retained')[0]
+    assert low > 0
+    assert failure(session, "SELECT count(*) FROM retained") == (
+        f"Source error: topic 'retained' partition 0: offsets 0 to {low - 1} were deleted by "
+        "retention before they were read"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "fails"), [("ALL", False), ("2", False), ("1", True), ("NONE", True)]
+)
+def test_error_tolerance_fails_the_source_past_n_errors(session, kafka, tolerance, fails) -> None:
+    source(session, kafka, [(None, b"ok"), (None, b"\xff"), (None, b"\xfe")], "FORMAT TEXT",
+           extra=f"WITH (REDIRECT ERRORS = dlq, ERROR TOLERANCE = {tolerance})")
+    if not fails:
+        assert rows(session, "SELECT * FROM IGNORE ERRORS s") == [("ok",)]
+        return
+    limit = 0 if tolerance == "NONE" else int(tolerance)
+    assert failure(session, "SELECT * FROM IGNORE ERRORS s") == (
+        f'Source error: source "s" has failed: 2 errors seen, more than its ERROR TOLERANCE of {limit}'
+    )

@@ -54,3 +54,56 @@ def watermarks(
         raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
     finally:
         client.close()
+
+
+def offsets_for_timestamp(
+    bootstrap: str,
+    topic: str,
+    config: dict,
+    timestamp_ms: int,
+    marks: dict[int, tuple[int, int]],
+) -> dict[int, int]:
+    """Per partition, the first offset whose message timestamp is at least `timestamp_ms`.
+
+    Brokers answer this from their time index; where a broker answers "none" (-1, as the
+    embedded mock always does) but the partition's last message is late enough, a binary
+    search over the partition's messages finds it, so both behave the same.
+    """
+    client = consumer(bootstrap, config)
+    try:
+        asked = [TopicPartition(topic, p, timestamp_ms) for p in marks]
+        answered = {tp.partition: tp.offset for tp in client.offsets_for_times(asked, timeout=10)}
+        result = {}
+        for partition, (low, high) in marks.items():
+            offset = answered.get(partition, -1)
+            if offset < 0:
+                offset = _search(client, topic, partition, low, high, timestamp_ms)
+            result[partition] = offset
+        return result
+    except KafkaException as e:
+        raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
+    finally:
+        client.close()
+
+
+def _search(client: Consumer, topic: str, partition: int, low: int, high: int, ts: int) -> int:
+    """The first offset in [low, high) with timestamp >= ts (high if none), assuming
+    timestamps grow with offsets as Kafka's own time index does."""
+    while low < high:
+        middle = (low + high) // 2
+        if _timestamp_at(client, topic, partition, middle) >= ts:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def _timestamp_at(client: Consumer, topic: str, partition: int, offset: int) -> int:
+    client.assign([TopicPartition(topic, partition, offset)])
+    for _ in range(20):
+        for message in client.consume(num_messages=1, timeout=0.5):
+            if message.error() is None:
+                return message.timestamp()[1]
+            if message.error().code() != KafkaError._PARTITION_EOF:
+                raise KafkaReadError(f"topic {topic!r} partition {partition}: {message.error().str()}")
+    raise KafkaReadError(f"topic {topic!r} partition {partition}: no message at offset {offset}")

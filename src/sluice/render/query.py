@@ -44,9 +44,6 @@ class QueryRenderer:
         if item_id not in self.collections:
             item = self.catalog.by_id(item_id)
             collection = render_source(self.spark, item, self.catalog, self.reads(item_id), self.config)
-            # Read the topic once: the error check and the query share the decoded rows.
-            collection.oks.persist()
-            collection.errs.persist()
             self.collections[item_id] = collection
         return self.collections[item_id]
 
@@ -55,10 +52,15 @@ class QueryRenderer:
         item = self.catalog.by_id(item_id)
         if item.kind == kinds.SOURCE:
             collection = self.source(item_id)
+            self.check_tolerance(item_id, collection)
             if errors == "ONLY":
                 return collection.errs.select("message", "code"), []
             guarded = errors != "IGNORE" and item.details.dead_letter_table is None
-            return collection.oks, [collection.errs] if guarded else []
+            if not guarded:
+                return collection.oks, []
+            # The error check and the query share the decoded rows: read the topic once.
+            collection.base.persist()
+            return collection.oks, [collection.errs]
         if item.kind == kinds.DEAD_LETTER_TABLE:
             errs = self.source(item.details.source).errs
             return (
@@ -78,6 +80,21 @@ class QueryRenderer:
             body = parse_query(item.details.query, 0, "query")
             return self.query(plan_query(body, self.catalog))
         raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
+
+    def check_tolerance(self, item_id: str, collection: Collection) -> None:
+        """A source with ERROR TOLERANCE n has failed once it has seen more than n errors,
+        wherever they went (errs, dead-letter table), and every read of it fails."""
+        item = self.catalog.by_id(item_id)
+        tolerance = item.details.error_tolerance
+        if tolerance is None:
+            return
+        collection.base.persist()
+        seen = collection.errs.count()
+        if seen > tolerance:
+            raise SourceDataError(
+                f'Source error: source "{item.name}" has failed: {seen} errors seen, '
+                f"more than its ERROR TOLERANCE of {tolerance}"
+            )
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[DataFrame]]:
         guards: list[DataFrame] = []
@@ -106,5 +123,4 @@ class QueryRenderer:
 
     def close(self) -> None:
         for collection in self.collections.values():
-            collection.oks.unpersist()
-            collection.errs.unpersist()
+            collection.base.unpersist()

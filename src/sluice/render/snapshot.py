@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pyspark.errors import PySparkException
@@ -10,7 +11,7 @@ from pyspark.sql.types import VariantVal
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
-from sluice.kafka.client import KafkaReadError, watermarks
+from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan
 from sluice.render.query import QueryRenderer
 from sluice.render.source import SourceRead
@@ -27,13 +28,21 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     """The offset ranges a snapshot of the source reads, and what retention already lost."""
     desc = catalog.by_id(item_id).details
     connection = catalog.by_id(desc.connection).details
+    brokers = ",".join(connection.brokers)
     try:
-        marks = watermarks(",".join(connection.brokers), desc.topic, {})
+        marks = watermarks(brokers, desc.topic, {})
+        starts = {p: 0 for p in marks}
+        if desc.start_timestamp is not None:
+            at = desc.start_timestamp
+            if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
+                at += int(time.time() * 1000)
+            starts = offsets_for_timestamp(brokers, desc.topic, {}, at, marks)
+        starts.update(enumerate(desc.start_offsets))
     except KafkaReadError as e:
         raise ExternalSystemError(f"Source error: {catalog.by_id(item_id).name}: {e}") from None
     ranges, lost = [], []
     for partition, (low, high) in marks.items():
-        start = desc.start_offsets[partition] if partition < len(desc.start_offsets) else 0
+        start = starts.get(partition, 0)
         if start < low:
             lost.append((partition, start, low))
             start = low

@@ -30,6 +30,9 @@ FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
 class Collection:
     oks: DataFrame
     errs: DataFrame
+    # The decoded read both derive from: cache it when both are used, so the topic is
+    # read once.
+    base: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def render_source(
     )
     if read.lost:
         errs = errs.unionByName(_lost_ranges(spark, desc.topic, read.lost))
-    return Collection(oks, errs)
+    return Collection(oks, errs, kept)
 
 
 _METADATA = {"PARTITION": "partition", "OFFSET": "offset", "TIMESTAMP": "timestamp", "HEADERS": "headers"}

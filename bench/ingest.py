@@ -1,0 +1,119 @@
+"""Ingestion throughput: sluice's snapshot SELECT against the same work written directly
+in PySpark, in the same run, on the embedded broker and a local Spark session.
+
+Usage: python bench/ingest.py [--messages N] [--partitions P]
+
+N Avro messages (Confluent wire format) spread over P partitions — the embedded broker
+keeps ~5 MiB per partition, so 16 partitions hold a million small messages — with 0.1 %
+corrupt. Both sides use the same reader and the same decode; the baseline drops bad rows
+itself, sluice routes them to errs. Printed: both rates, their ratio (target >= 1.0), and
+sluice's rate at 10 % corrupt (target: costs <= 15 % of the 0.1 % rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import struct
+import time
+
+import fastavro
+
+import sluice
+from sluice.kafka.client import watermarks
+from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.reader import NAME
+from sluice.render.spark import spark
+
+SCHEMA = {
+    "type": "record",
+    "name": "order",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "note", "type": ["null", "string"]},
+    ],
+}
+
+
+def messages(count: int, corrupt: float, seed: int) -> list[tuple[None, bytes]]:
+    rng = random.Random(seed)
+    parsed = fastavro.parse_schema(SCHEMA)
+    out = []
+    for i in range(count):
+        if rng.random() < corrupt:
+            out.append((None, b"\x00\x00\x00\x00\x01" + rng.randbytes(3)))
+            continue
+        body = io.BytesIO()
+        fastavro.schemaless_writer(
+            body, parsed, {"id": i, "customer": f"c{i % 1000}", "amount": i * 0.5, "note": None}
+        )
+        out.append((None, b"\x00" + struct.pack(">I", 1) + body.getvalue()))
+    return out
+
+
+def load(kafka: EmbeddedKafka, topic: str, partitions: int, data) -> None:
+    kafka.create_topic(topic, partitions)
+    for p in range(partitions):
+        produce(kafka.bootstrap, topic, data[p::partitions], partition=p)
+
+
+def timed(run) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+def sluice_count(session: sluice.Session, topic: str) -> int:
+    return session.execute(f"SELECT count(*) FROM IGNORE ERRORS {topic}").rows[0][0]
+
+
+def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
+    ranges = [[p, lo, hi] for p, (lo, hi) in watermarks(kafka.bootstrap, topic, {}).items()]
+    decode = {"value": {"kind": "avro", "schema": json.dumps(SCHEMA), "wire": True}}
+    df = (
+        spark()
+        .read.format(NAME)
+        .option("bootstrap", kafka.bootstrap)
+        .option("topic", topic)
+        .option("ranges", json.dumps(ranges))
+        .option("decode", json.dumps(decode))
+        .load()
+    )
+    return df.where("value_error IS NULL").select("value_data.*").count()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=16)
+    args = parser.parse_args()
+    schema_sql = json.dumps(SCHEMA).replace("'", "''")
+    with EmbeddedKafka() as kafka, sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        for topic, corrupt in (("few", 0.001), ("many", 0.10)):
+            load(kafka, topic, args.partitions, messages(args.messages, corrupt, seed=7))
+            session.execute(
+                f"CREATE SOURCE {topic} FROM KAFKA CONNECTION kafka (TOPIC '{topic}') "
+                f"FORMAT AVRO USING SCHEMA '{schema_sql}'"
+            )
+        sluice_count(session, "few")  # start Spark and warm both paths outside the timing
+        pyspark_count(kafka, "few")
+        base_s, base_n = timed(lambda: pyspark_count(kafka, "few"))
+        ours_s, ours_n = timed(lambda: sluice_count(session, "few"))
+        many_s, many_n = timed(lambda: sluice_count(session, "many"))
+    assert ours_n == base_n, (ours_n, base_n)
+    n = args.messages
+    print(f"messages: {n:,} in {args.partitions} partitions; good rows: {ours_n:,} (0.1 % corrupt)")
+    print(f"pyspark baseline: {n / base_s:12,.0f} messages/s ({base_s:.2f} s)")
+    print(f"sluice SELECT:    {n / ours_s:12,.0f} messages/s ({ours_s:.2f} s)")
+    print(f"ratio sluice/baseline: {base_s / ours_s:.2f} (target >= 1.0)")
+    print(f"sluice at 10 % corrupt: {n / many_s:12,.0f} messages/s ({many_n:,} good rows)")
+    print(f"cost of 10 % corrupt: {100 * (1 - ours_s / many_s):.1f} % (target <= 15 %)")
+
+
+if __name__ == "__main__":
+    main()
