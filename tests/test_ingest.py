@@ -237,3 +237,24 @@ def test_error_tolerance_fails_the_source_past_n_errors(session, kafka, toleranc
     assert failure(session, "SELECT * FROM IGNORE ERRORS s") == (
         f'Source error: source "s" has failed: 2 errors seen, more than its ERROR TOLERANCE of {limit}'
     )
+
+
+def test_avro_through_the_schema_registry_decodes_by_writer_schema_id(session, kafka) -> None:
+    from tests.registry import Registry
+
+    reader_schema = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": "long"}, {"name": "c", "type": "string", "default": "none"}]}
+    registry = Registry({"reg-value": reader_schema, "old-writer": AVRO})
+    try:
+        old_id = registry.subjects["old-writer"][0]
+        session.execute(f"CREATE CONNECTION csr TO CONFLUENT SCHEMA REGISTRY (URL '{registry.url}')")
+        # Written with the older schema (a, b): read with the registered one (a, c).
+        source(session, kafka, [(None, avro({"a": 7, "b": "x"}, schema_id=old_id)),
+                                (None, avro({"a": 8, "b": None}, schema_id=99))],
+               "FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr", name="reg")
+        assert rows(session, "SELECT a, c FROM IGNORE ERRORS reg") == [(7, "none")]
+        (message,) = rows(session, "SELECT message FROM ONLY ERRORS reg")[0]
+        assert message.startswith("Decode error: avro deserialization error: ")
+        assert "schema id 99 not found" in message
+    finally:
+        registry.close()

@@ -121,9 +121,17 @@ class AvroDecoder:
         if schema_id not in self.writers:
             from sluice.kafka.registry import SchemaRegistry
 
-            text = SchemaRegistry(self.registry_url).by_id(schema_id)
-            self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
-        return self.writers[schema_id]
+            # A failed look-up is remembered too: one slow registry answer per id, not one
+            # per message.
+            try:
+                text = SchemaRegistry(self.registry_url).by_id(schema_id)
+                self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
+            except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
+                self.writers[schema_id] = e
+        writer = self.writers[schema_id]
+        if isinstance(writer, Exception):
+            raise writer
+        return writer
 
     def decode(self, payloads: Sequence[bytes | None]) -> tuple[list, list]:
         data, errors = [], []
