@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import sluice
+from sluice.values import value_text
 from tests.golden import Record, read_records, write_records
 from tests.registry import Registry
 
@@ -79,18 +80,11 @@ def render(record: Record, registry: Registry) -> str:
                     out.append(f"NOTICE:  {result.notice}")
                 if result.columns:
                     out.append("  " + " | ".join(result.columns))
-                    out += ["  " + " | ".join(_text(v) for v in row) for row in result.rows]
+                    out += ["  " + " | ".join(value_text(v) for v in row) for row in result.rows]
         except sluice.SqlError as e:
             out.append(sluice.format_error(e, record.input).replace(registry.url, "${registry}"))
         return "\n".join(out)
 
-
-def _text(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])

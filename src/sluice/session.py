@@ -109,7 +109,7 @@ class Session:
         if self.check_kafka:
             self._check_topic(statement)
         schemas = {}
-        for connection_name, subject, span in registry_subjects(statement, self.catalog.current):
+        for connection_name, subject, span in registry_subjects(statement):
             item = self.catalog.current.get(connection_name)
             if item is None or item.kind != kinds.CONNECTION:
                 continue  # the planner reports the bad reference

@@ -6,6 +6,7 @@ from sluice.plan import CreatePlan, QueryPlan, RowsPlan, SubscribePlan, WritePla
 from sluice.plan.introspect import ExplainWriter
 from sluice.session import Session
 from sluice.syntax import ast
+from sluice.values import value_text
 
 
 def describe_plan(session: Session, statement: ast.Statement) -> str:
@@ -34,13 +35,6 @@ def describe_plan(session: Session, statement: ast.Statement) -> str:
         lines += writer.lines
     elif isinstance(planned, RowsPlan):
         lines.append("  " + " | ".join(result.columns))
-        lines += ["  " + " | ".join(_text(v) for v in row) for row in result.rows]
+        lines += ["  " + " | ".join(value_text(v) for v in row) for row in result.rows]
     return "\n".join(lines)
 
-
-def _text(value) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

@@ -21,18 +21,21 @@ from sluice.syntax import parse
 from sluice.syntax.ast import dump
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+def _read(path: str) -> str | None:
+    """The script at `path` (`-`: stdin), or None after saying why it cannot be read."""
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        print(f"sluice: cannot read {path}: {e.strerror}", file=sys.stderr)
+        return None
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
-    try:
-        text = _read(args.file)
-    except OSError as e:
-        print(f"sluice: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+    text = _read(args.file)
+    if text is None:
         return 2
     try:
         statements = parse(text)
@@ -45,10 +48,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    try:
-        text = _read(args.file)
-    except OSError as e:
-        print(f"sluice: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+    text = _read(args.file)
+    if text is None:
         return 2
     with Session(check_kafka=False) as session:
         try:

@@ -35,34 +35,54 @@ def describe_bytes(payload: bytes) -> str:
     return f'(original text: {text}, original bytes: "{hex_text}")'
 
 
+class DecodeFailure(Exception):
+    """One payload's failure; its text is the error kind and detail."""
+
+
+def decode_each(payloads: Sequence[bytes | None], decode_one) -> tuple[list, list]:
+    """(data, errors) for `payloads`: `decode_one(payload, index)` gives a datum or raises
+    DecodeFailure, whose text gets the payload's description appended."""
+    data, errors = [], []
+    for index, payload in enumerate(payloads):
+        if payload is None:
+            data.append(None)
+            errors.append(None)
+            continue
+        try:
+            data.append(decode_one(payload, index))
+            errors.append(None)
+        except DecodeFailure as e:
+            data.append(None)
+            errors.append(f"{e} {describe_bytes(payload)}")
+    return data, errors
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"invalid JSON constant {name}")
 
 
 class JsonDecoder:
+    """Valid JSON text, kept as written for Spark's `parse_json` to turn into a variant."""
+
     arrow_type = pa.string()
 
-    def decode(self, payloads: Sequence[bytes | None]) -> tuple[list, list]:
-        data, errors = [], []
-        for payload in payloads:
-            if payload is None:
-                data.append(None)
-                errors.append(None)
-                continue
-            try:
-                text = payload.decode("utf-8")
-                json.loads(text, parse_constant=_reject_constant)
-            except (UnicodeDecodeError, ValueError) as e:
-                data.append(None)
-                errors.append(f"Failed to decode JSON: {e} {describe_bytes(payload)}")
-                continue
-            data.append(text)
-            errors.append(None)
-        return data, errors
+    def decode(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[list, list]:
+        return decode_each(payloads, self._one)
+
+    @staticmethod
+    def _one(payload: bytes, _index: int) -> str:
+        try:
+            text = payload.decode("utf-8")
+            json.loads(text, parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise DecodeFailure(f"Failed to decode JSON: {e}") from None
+        return text
 
 
 @dataclass
 class CsvDecoder:
+    """One record per message; the record number in errors is the offset + 1."""
+
     columns: int
     delimiter: str = ","
 
@@ -71,31 +91,21 @@ class CsvDecoder:
         return pa.list_(pa.string())
 
     def decode(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[list, list]:
-        data, errors = [], []
-        for payload, offset in zip(payloads, offsets):
-            if payload is None:
-                data.append(None)
-                errors.append(None)
-                continue
-            try:
-                text = payload.decode("utf-8")
-                rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter))
-            except (UnicodeDecodeError, csv.Error) as e:
-                data.append(None)
-                errors.append(f"CSV error at record number {offset + 1}: {e} {describe_bytes(payload)}")
-                continue
-            fields = rows[0] if rows else []
-            if len(rows) > 1 or len(fields) != self.columns:
-                got = sum(len(r) for r in rows)
-                data.append(None)
-                errors.append(
-                    f"CSV error at record number {offset + 1}: expected {self.columns} columns, "
-                    f"got {got}. {describe_bytes(payload)}"
-                )
-                continue
-            data.append(fields)
-            errors.append(None)
-        return data, errors
+        return decode_each(payloads, lambda payload, i: self._one(payload, offsets[i] + 1))
+
+    def _one(self, payload: bytes, record: int) -> list[str]:
+        try:
+            text = payload.decode("utf-8")
+            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter))
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise DecodeFailure(f"CSV error at record number {record}: {e}") from None
+        fields = rows[0] if rows else []
+        if len(rows) > 1 or len(fields) != self.columns:
+            got = sum(len(r) for r in rows)
+            raise DecodeFailure(
+                f"CSV error at record number {record}: expected {self.columns} columns, got {got}."
+            )
+        return fields
 
 
 @dataclass
@@ -133,20 +143,14 @@ class AvroDecoder:
             raise writer
         return writer
 
-    def decode(self, payloads: Sequence[bytes | None]) -> tuple[list, list]:
-        data, errors = [], []
-        for payload in payloads:
-            if payload is None:
-                data.append(None)
-                errors.append(None)
-                continue
-            try:
-                data.append(self._datum(payload))
-                errors.append(None)
-            except Exception as e:  # noqa: BLE001 - any failure of a datum is that datum's error
-                data.append(None)
-                errors.append(f"avro deserialization error: {_avro_reason(e)} {describe_bytes(payload)}")
-        return data, errors
+    def decode(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[list, list]:
+        return decode_each(payloads, self._one)
+
+    def _one(self, payload: bytes, _index: int):
+        try:
+            return self._datum(payload)
+        except Exception as e:  # noqa: BLE001 - any failure of a datum is that datum's error
+            raise DecodeFailure(f"avro deserialization error: {_avro_reason(e)}") from None
 
     def _datum(self, payload: bytes):
         body = io.BytesIO(payload)

@@ -212,10 +212,7 @@ class _Columns:
         decoded = []
         for side, side_decoder in self.decoders.items():
             payloads = self.keys if side == "key" else self.values
-            if isinstance(side_decoder, CsvDecoder):
-                data, errors = side_decoder.decode(payloads, self.offsets)
-            else:
-                data, errors = side_decoder.decode(payloads)
+            data, errors = side_decoder.decode(payloads, self.offsets)
             decoded += [pa.array(data, side_decoder.arrow_type), pa.array(errors, pa.string())]
         raw = pa.RecordBatch.from_arrays(
             [

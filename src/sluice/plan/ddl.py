@@ -223,18 +223,10 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     )
 
 
-_DROP_KINDS = {
-    "SOURCE": kinds.SOURCE,
-    "VIEW": kinds.VIEW,
-    "MATERIALIZED VIEW": kinds.MATERIALIZED_VIEW,
-    "TABLE": kinds.TABLE,
-    "SINK": kinds.SINK,
-    "CONNECTION": kinds.CONNECTION,
-}
 
 
 def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
-    kind = _DROP_KINDS[statement.kind]
+    kind = kinds.KIND_KEYWORDS[statement.kind]
     status = f"DROP {statement.kind}"
     targets: list[Item] = []
     notices = []

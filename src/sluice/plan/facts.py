@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluice.catalog.store import Catalog
 from sluice.errors import Span
 from sluice.plan.names import item_name
 from sluice.syntax import ast
@@ -26,9 +25,7 @@ class Facts:
     schemas: dict[tuple[str, str], RegistrySchema] = field(default_factory=dict)
 
 
-def registry_subjects(
-    statement: ast.Statement, catalog: Catalog
-) -> list[tuple[str, str, Span | None]]:
+def registry_subjects(statement: ast.Statement) -> list[tuple[str, str, Span | None]]:
     """(registry connection name, subject, span of the format) that a CREATE SOURCE needs."""
     if isinstance(statement, ast.Explain):
         statement = statement.statement

@@ -18,14 +18,6 @@ _SHOWN_KINDS = {
     "SINKS": (kinds.SINK,),
     "CONNECTIONS": (kinds.CONNECTION,),
 }
-_SINGULAR = {
-    "SOURCE": kinds.SOURCE,
-    "VIEW": kinds.VIEW,
-    "MATERIALIZED VIEW": kinds.MATERIALIZED_VIEW,
-    "TABLE": kinds.TABLE,
-    "SINK": kinds.SINK,
-    "CONNECTION": kinds.CONNECTION,
-}
 
 
 def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan:
@@ -70,7 +62,7 @@ def show_columns(statement: ast.ShowColumns, catalog: Catalog) -> RowsPlan:
 
 
 def show_create(statement: ast.ShowCreate, catalog: Catalog) -> RowsPlan:
-    kind = _SINGULAR[statement.kind]
+    kind = kinds.KIND_KEYWORDS[statement.kind]
     accepted = (kind, kinds.DEAD_LETTER_TABLE) if kind == kinds.TABLE else (kind,)
     item = resolve(catalog, statement.name, *accepted)
     return RowsPlan(("name", "create_sql"), ((item.name, item.create_sql),), "SHOW")
