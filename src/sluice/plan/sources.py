@@ -24,7 +24,7 @@ from sluice.catalog.types import (
     list_of,
     record,
 )
-from sluice.errors import FeatureNotSupported, InvalidParameterValue, Span
+from sluice.errors import InvalidParameterValue, Span
 from sluice.plan.facts import Facts
 from sluice.plan.formats import debezium_columns, describe_format
 from sluice.plan.names import ensure_free, item_name, resolve
@@ -346,7 +346,9 @@ def _dead_letter_table(
 
 def _error_tolerance(options: _Options) -> int | None:
     option = options.get("ERROR TOLERANCE")
-    if option is None or isinstance(option.value, ast.KeywordValue) and option.value.word == "ALL":
+    if option is None or (
+        isinstance(option.value, ast.KeywordValue) and option.value.word == "ALL"
+    ):
         return None
     if isinstance(option.value, ast.KeywordValue):
         return 0
