@@ -5,6 +5,7 @@
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
 `sluice kafka [--brokers N] [--topic NAME[:PARTITIONS] ...]` runs an embedded Kafka broker
 on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
+`sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def cmd_kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sluice.cli.demo import main as demo  # Spark only for the commands that need it
+
+    return demo()
+
+
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sluice", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
@@ -98,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.add_argument("--ast", action="store_true", help="print the syntax tree instead")
     p.set_defaults(run=cmd_parse)
+    p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
+    p.set_defaults(run=cmd_demo)
     p = commands.add_parser("plan", help="show what a script would create, without running it")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.set_defaults(run=cmd_plan)

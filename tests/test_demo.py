@@ -1,0 +1,25 @@
+"""The narrated demo runs end to end on the embedded broker and shows each error path."""
+
+from sluice.cli.demo import main
+from sluice.cli.table import format_table
+
+
+def test_format_table_aligns_like_psql() -> None:
+    assert format_table(("name", "n"), [("a", 1), ("bcd", 22), (None, None)]).splitlines() == [
+        " name |  n  ",
+        "------+------",
+        " a    |    1",
+        " bcd  |   22",
+        " NULL | NULL",
+        "(3 rows)",
+    ]
+
+
+def test_demo_accounts_for_every_message(spark, capsys) -> None:
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert " 1006 | {\"amount\":7.25,\"customer\":\"barbara\"}" in out
+    assert "(original text: {\"customer\": \"alan\", \"amount\": , original bytes:" in out
+    assert 'ERROR:  Decode error: Failed to decode UTF-8 (original bytes: "c328")' in out
+    assert "ERROR:  multiple timelines within one dataflow are not supported" in out
+    assert out.count("(4 rows)") == 2
