@@ -1,8 +1,16 @@
 """Values as text for people: one rendering shared by the CLI, goldens and (later) the REPL
-and the sqllogic runner. NULL is `NULL`, booleans `true`/`false`."""
+and the sqllogic runner. NULL is `NULL`, booleans `true`/`false`.
+
+`value_text` is the plain rendering (tables, goldens); `slt_value` is the stricter one that
+sqllogictest results are compared in (DESIGN.md §7): PostgreSQL's text forms, `(empty)`
+for an empty string, and the column's type letter deciding how numbers print.
+"""
 
 from __future__ import annotations
 
+import datetime
+import math
+from decimal import Decimal
 from typing import Any
 
 
@@ -12,3 +20,131 @@ def value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def slt_value(value: Any, type_letter: str = "T") -> str:
+    """`value` as a sqllogictest result value of a column typed `type_letter`.
+
+    `I` prints numbers as integers (truncated toward zero, as sqllogictest's C runner
+    does), `R` prints them with three decimals (`%.3f`, what SQLite's corpus expects);
+    anything else prints in PostgreSQL's text form. Whatever the letter: NULL → `NULL`,
+    booleans `true`/`false`, the empty string `(empty)`, bytea `\\x` + lowercase hex, jsonb
+    (compact JSON text) as it is, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` with trailing
+    zeros of the fraction dropped.
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    letter = type_letter.upper()
+    if letter == "R" and isinstance(value, (int, float, Decimal)):
+        number = float(value)
+        if math.isnan(number) or math.isinf(number):
+            return _float_text(number)
+        return "%.3f" % number
+    if letter == "I" and isinstance(value, (int, float, Decimal)):
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+            return _float_text(value)
+        return str(int(value))
+    text = pg_text(value)
+    return "(empty)" if text == "" else text
+
+
+def pg_text(value: Any) -> str:
+    """`value` in PostgreSQL's output form (NULL as `NULL` at the top level)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\x" + bytes(value).hex()
+    if isinstance(value, float):
+        return _float_text(value)
+    if isinstance(value, Decimal):
+        return format(value, "f") if value.is_finite() else _float_text(float(value))
+    if isinstance(value, datetime.datetime):
+        return _timestamp_text(value)
+    if isinstance(value, datetime.date):
+        return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+    if isinstance(value, datetime.time):
+        return _clock_text(value.hour, value.minute, value.second, value.microsecond)
+    if isinstance(value, datetime.timedelta):
+        return _interval_text(value)
+    if isinstance(value, dict):  # a map (PostgreSQL has none): hstore's k=>v, in the map's order
+        inner = ",".join(f"{_quoted(pg_text(k), '{}')}=>{_element(v, '{}')}" for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, tuple):  # a record (Spark's Row is a tuple): PostgreSQL's (a,b)
+        return "(" + ",".join("" if v is None else _element(v, "()") for v in value) + ")"
+    if isinstance(value, list):  # an array: PostgreSQL's {a,b}
+        return "{" + ",".join("NULL" if v is None else _element(v, "{}") for v in value) + "}"
+    return str(value)
+
+
+def _element(value: Any, brackets: str) -> str:
+    return _quoted(pg_text(value), brackets)
+
+
+def _quoted(text: str, brackets: str) -> str:
+    """An element of a record or array, double-quoted when PostgreSQL would quote it."""
+    special = set(brackets) | set(',"\\ \t\n')
+    if text and not (set(text) & special) and text.upper() != "NULL":
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _float_text(value: float) -> str:
+    """PostgreSQL's float8 output: shortest round-trip digits, no `.0` on whole numbers."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == int(value) and abs(value) < 1e15:
+        return "-0" if value == 0 and math.copysign(1, value) < 0 else str(int(value))
+    text = repr(value)
+    if "e" in text:  # 1e+20 → 1e+20 (as PostgreSQL), 1e-07 → 1e-07
+        mantissa, exponent = text.split("e")
+        sign = "-" if exponent.startswith("-") else "+"
+        return f"{mantissa}e{sign}{abs(int(exponent)):02d}"
+    return text
+
+
+def _clock_text(hour: int, minute: int, second: int, microsecond: int) -> str:
+    text = f"{hour:02d}:{minute:02d}:{second:02d}"
+    if microsecond:
+        text += ("." + f"{microsecond:06d}").rstrip("0")
+    return text
+
+
+def _timestamp_text(value: datetime.datetime) -> str:
+    text = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        + _clock_text(value.hour, value.minute, value.second, value.microsecond)
+    )
+    offset = value.utcoffset()
+    if offset is not None:  # timestamptz: PostgreSQL's +HH[:MM]
+        minutes = int(offset.total_seconds()) // 60
+        sign = "-" if minutes < 0 else "+"
+        hours, minutes = divmod(abs(minutes), 60)
+        text += f"{sign}{hours:02d}" + (f":{minutes:02d}" if minutes else "")
+    return text
+
+
+def _interval_text(value: datetime.timedelta) -> str:
+    """PostgreSQL's interval output for a day-time interval: `1 day 02:03:04.5`."""
+    negative = value < datetime.timedelta(0)
+    value = -value if negative else value
+    days = value.days
+    seconds, microsecond = value.seconds, value.microseconds
+    hours, rest = divmod(seconds, 3600)
+    minutes, second = divmod(rest, 60)
+    parts = []
+    if days:
+        parts.append(f"{'-' if negative else ''}{days} day{'s' if days != 1 else ''}")
+    if seconds or microsecond or not days:
+        clock = _clock_text(hours, minutes, second, microsecond)
+        parts.append(("-" if negative else "") + clock)
+    return " ".join(parts)

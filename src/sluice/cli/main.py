@@ -6,6 +6,8 @@ Either prints the formatted error, with exit status 1, for a statement it cannot
 `sluice kafka [--brokers N] [--topic NAME[:PARTITIONS] ...]` runs an embedded Kafka broker
 on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
+`sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
+`.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo()
 
 
+def cmd_test(args: argparse.Namespace) -> int:
+    from sluice.cli.sqllogic import run_paths
+
+    return run_paths(args.paths, rewrite=args.rewrite)
+
+
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sluice", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
@@ -116,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", type=_topic_spec, action="append", default=[],
                    metavar="NAME[:PARTITIONS]", help="create a topic (repeatable)")
     p.set_defaults(run=cmd_kafka)
+    p = commands.add_parser("test", help="run sqllogictest files against fresh sessions")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a .slt/.test file or a directory")
+    p.add_argument("--rewrite", action="store_true",
+                   help="rewrite expected results in place with the actual ones")
+    p.set_defaults(run=cmd_test)
     return top
 
 

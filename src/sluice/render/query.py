@@ -62,7 +62,7 @@ class QueryRenderer:
             collection.base.persist()
             return collection.oks, [collection.errs]
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            errs = self.source(item.details.source).errs
+            errs = self.source(item.details.source).log
             return (
                 errs.select(
                     F.lit(self.snapshot_ms).alias("mz_timestamp"),
@@ -89,7 +89,7 @@ class QueryRenderer:
         if tolerance is None:
             return
         collection.base.persist()
-        seen = collection.errs.count()
+        seen = collection.log.count()
         if seen > tolerance:
             raise SourceDataError(
                 f'Source error: source "{item.name}" has failed: {seen} errors seen, '

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
 from sluice.catalog.store import Catalog
@@ -29,10 +30,15 @@ FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
 @dataclass
 class Collection:
     oks: DataFrame
+    # Errors a query over the collection fails with. For ENVELOPE UPSERT these are the
+    # errors still standing: a later good value, or a tombstone, retracts a key's error.
     errs: DataFrame
-    # The decoded read both derive from: cache it when both are used, so the topic is
-    # read once.
-    base: DataFrame | None = None
+    # The decoded read everything derives from: cached when it is used more than once,
+    # so the topic is read once.
+    base: DataFrame
+    # Every error message ever seen, retracted or not: what a dead-letter table logs and
+    # what ERROR TOLERANCE counts. For ENVELOPE NONE it is `errs`.
+    log: DataFrame
 
 
 @dataclass(frozen=True)
@@ -63,11 +69,24 @@ def render_source(
     spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead, config: dict
 ) -> Collection:
     desc: SourceDesc = item.details
-    if desc.envelope != "none":
+    if desc.envelope == "debezium":
         raise FeatureNotSupported(
-            f"reading ENVELOPE {desc.envelope.upper()} sources is not implemented yet",
-            hint="ENVELOPE NONE sources can be queried today",
+            "reading ENVELOPE DEBEZIUM sources is not implemented yet",
+            hint="ENVELOPE NONE and UPSERT sources can be queried today",
         )
+    decoded = _decode(spark, desc, catalog, read, config)
+    build = _upsert if desc.envelope == "upsert" else _none
+    collection = build(decoded, desc, item)
+    if read.lost:
+        lost = _lost_ranges(spark, desc.topic, read.lost)
+        collection.errs = collection.errs.unionByName(lost)
+        collection.log = collection.log.unionByName(lost)
+    return collection
+
+
+def _decode(spark, desc: SourceDesc, catalog: Catalog, read: SourceRead, config: dict) -> DataFrame:
+    """The raw messages with `__key_error` / `__value_error` (decode error texts, without
+    the `Decode error: ` prefix) and the reader's decoded data columns."""
     connection = catalog.by_id(desc.connection).details
     sides = {"value": desc.value_format}
     if desc.key_format is not None and desc.key_columns:
@@ -89,9 +108,40 @@ def render_source(
         .option("decode", json.dumps(decode))
         .load()
     )
-    include_key = "key" in sides
-    key_error = _error(raw, "key", desc.key_format) if include_key else F.lit(None)
-    value_error = _error(raw, "value", desc.value_format)
+    key_error = _error(raw, "key", desc.key_format) if "key" in sides else F.lit(None)
+    return raw.withColumn("__key_error", key_error.cast("string")).withColumn(
+        "__value_error", _error(raw, "value", desc.value_format)
+    )
+
+
+def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) -> list:
+    """The source's columns, in order, named as the catalog names them."""
+    columns = []
+    if desc.key_columns:
+        keys = _side_columns(decoded, "key", desc.key_format)
+        columns += [F.struct(*keys)] if desc.key_packed else keys
+    if inline is not None:
+        columns.append(inline)
+    columns += _side_columns(decoded, "value", desc.value_format)
+    columns += [F.col(_METADATA[kind]) for kind, _ in desc.metadata]
+    return [c.alias(column.name) for c, column in zip(columns, item.columns, strict=True)]
+
+
+def _errs(frame: DataFrame, kind, code, message) -> DataFrame:
+    return frame.select(
+        kind.alias("kind"),
+        code.alias("code"),
+        message.alias("message"),
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+    )
+
+
+def _none(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
+    key_error, value_error = F.col("__key_error"), F.col("__value_error")
     error = (
         F.when(F.col("value").isNull() & F.col("key").isNotNull(), F.lit(FLAT_VALUE_MISSING))
         .when(key_error.isNotNull(), F.concat(F.lit("Decode error: "), key_error))
@@ -102,31 +152,74 @@ def render_source(
         .when(key_error.isNotNull(), F.lit("decode-key"))
         .otherwise(F.lit("decode-value"))
     )
-    kept = raw.where(F.col("key").isNotNull() | F.col("value").isNotNull()).withColumn(
+    kept = decoded.where(F.col("key").isNotNull() | F.col("value").isNotNull()).withColumn(
         "__error", error
     )
-    columns = []
-    if include_key:
-        keys = _side_columns(raw, "key", desc.key_format)
-        columns += [F.struct(*keys)] if desc.key_packed else keys
-    columns += _side_columns(raw, "value", desc.value_format)
-    columns += [F.col(_METADATA[kind]) for kind, _ in desc.metadata]
-    oks = kept.where(F.col("__error").isNull()).select(
-        *(c.alias(column.name) for c, column in zip(columns, item.columns, strict=True))
+    oks = kept.where(F.col("__error").isNull()).select(*_row_columns(kept, desc, item))
+    kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
+    errs = _errs(kept.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
+    return Collection(oks, errs, kept, errs)
+
+
+UPSERT_NULL_KEY = (
+    "Envelope error: Upsert: Null key: record with NULL key in UPSERT source; to retract "
+    "this error, produce a record upstream with a NULL key and NULL value"
+)
+
+
+def _upsert(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
+    """The value of each key is its latest message (by partition, then offset); a NULL
+    value deletes it. Errors are keyed too: a key's value error stands until a later good
+    value or a tombstone; a key that does not decode is keyed by its raw bytes and a NULL
+    key by NULL, each retracted by a NULL value under the same key."""
+    key_error, value_error = F.col("__key_error"), F.col("__value_error")
+    propagate = desc.propagate_value_errors
+    message = (
+        F.when(F.col("key").isNull(), F.lit(UPSERT_NULL_KEY))
+        .when(key_error.isNotNull(), F.concat(F.lit("Envelope error: Upsert: Key decode: "), key_error))
+        .when(
+            value_error.isNotNull() & F.lit(propagate),
+            F.concat(
+                F.lit("Envelope error: Upsert: Value error: "),
+                value_error,
+                F.lit(", decoded key: "),
+                _key_repr(decoded, desc),
+            ),
+        )
     )
-    errs = kept.where(F.col("__error").isNotNull()).select(
-        F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode")).alias("kind"),
-        code.alias("code"),
-        F.col("__error").alias("message"),
-        "partition",
-        "offset",
-        "timestamp",
-        "key",
-        "value",
+    code = (
+        F.when(F.col("key").isNull(), F.lit("upsert-null-key"))
+        .when(key_error.isNotNull(), F.lit("decode-key"))
+        .otherwise(F.lit("decode-value"))
     )
-    if read.lost:
-        errs = errs.unionByName(_lost_ranges(spark, desc.topic, read.lost))
-    return Collection(oks, errs, kept)
+    with_message = decoded.withColumn(
+        "__error", F.when(F.col("value").isNotNull(), message)
+    )
+    latest = Window.partitionBy("key").orderBy(F.desc("partition"), F.desc("offset"))
+    state = with_message.withColumn("__rank", F.row_number().over(latest)).where(
+        (F.col("__rank") == 1) & F.col("value").isNotNull()
+    )
+    inline = None
+    if desc.inline_error_column is not None:
+        inline = F.when(
+            value_error.isNotNull(), F.struct(value_error.alias("description"))
+        )
+    good_key = F.col("key").isNotNull() & key_error.isNull()
+    shown = good_key & (value_error.isNull() | F.lit(inline is not None))
+    oks = state.where(shown).select(*_row_columns(state, desc, item, inline))
+    kind = F.lit("envelope")
+    errs = _errs(state.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
+    log = _errs(with_message.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
+    return Collection(oks, errs, with_message, log)
+
+
+def _key_repr(decoded: DataFrame, desc: SourceDesc):
+    """`Row{[…]}` of the decoded key, in Materialize's datum notation."""
+    parts = []
+    for column in _side_columns(decoded, "key", desc.key_format):
+        text = column.cast("string")
+        parts.append(F.concat(F.lit('String("'), F.coalesce(text, F.lit("NULL")), F.lit('")')))
+    return F.concat(F.lit("Row{["), F.concat_ws(", ", *parts), F.lit("]}"))
 
 
 _METADATA = {"PARTITION": "partition", "OFFSET": "offset", "TIMESTAMP": "timestamp", "HEADERS": "headers"}

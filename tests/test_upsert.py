@@ -1,0 +1,124 @@
+"""ENVELOPE UPSERT on a snapshot: latest value per key, keyed and retractable errors,
+INLINE / PROPAGATE, dead-letter logging — against the embedded broker and Spark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sluice
+from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.render.source import UPSERT_NULL_KEY
+
+BAD = b"{bad"
+BAD_TEXT = (
+    'Failed to decode JSON: Expecting property name enclosed in double quotes: line 1 column 2 '
+    '(char 1) (original text: {bad, original bytes: "7b626164")'
+)
+
+
+@pytest.fixture
+def upsert(spark, kafka):
+    kafka.create_topic("u", 1)
+    with sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+
+        def create(name: str, errors: str = "", extra: str = "") -> None:
+            session.execute(
+                f"CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
+                f"VALUE FORMAT JSON INCLUDE OFFSET ENVELOPE UPSERT {errors} {extra}"
+            )
+
+        yield session, create, lambda messages: produce(kafka.bootstrap, "u", messages, partition=0)
+
+
+def test_latest_value_wins_and_null_deletes(upsert) -> None:
+    session, create, send = upsert
+    send([(b"a", b'{"v":1}'), (b"b", b'{"v":2}'), (b"a", b'{"v":3}'), (b"b", None), (b"c", None)])
+    create("s")
+    assert session.execute("SELECT key, data, \"offset\" FROM s").rows == [("a", '{"v":3}', 2)]
+
+
+def test_value_errors_are_keyed_and_retracted(upsert) -> None:
+    session, create, send = upsert
+    send([(b"a", b'{"v":1}'), (b"a", BAD), (b"b", b'{"v":2}')])
+    create("s")
+    with pytest.raises(sluice.SqlError) as info:
+        session.execute("SELECT count(*) FROM s WHERE key = 'b'")
+    assert info.value.message == (
+        f'Envelope error: Upsert: Value error: {BAD_TEXT}, decoded key: Row{{[String("a")]}}'
+    )
+    assert session.execute("SELECT key FROM IGNORE ERRORS s").rows == [("b",)]
+    send([(b"a", b'{"v":9}')])  # a later good value replaces the error
+    assert sorted(session.execute("SELECT key, data FROM s").rows) == [("a", '{"v":9}'), ("b", '{"v":2}')]
+    send([(b"a", BAD), (b"a", None)])  # so does a tombstone
+    assert session.execute("SELECT key FROM s").rows == [("b",)]
+
+
+def test_key_decode_and_null_key_errors_are_retracted_by_null_values(upsert) -> None:
+    session, create, send = upsert
+    send([(b"\xff", b'{"v":1}'), (None, b'{"v":2}'), (b"ok", b'{"v":3}')])
+    create("s")
+    assert sorted(session.execute("SELECT message FROM ONLY ERRORS s").rows) == [
+        ('Envelope error: Upsert: Key decode: Failed to decode UTF-8 (original bytes: "ff")',),
+        (UPSERT_NULL_KEY,),
+    ]
+    send([(b"\xff", None), (None, None)])
+    assert session.execute("SELECT key FROM s").rows == [("ok",)]
+
+
+def test_inline_puts_the_error_in_the_row_and_propagate_also_fails(upsert) -> None:
+    session, create, send = upsert
+    send([(b"a", b'{"v":1}'), (b"a", BAD), (b"b", b'{"v":2}')])
+    create("inline", "(VALUE DECODING ERRORS = INLINE AS problem)")
+    rows = sorted(session.execute('SELECT key, problem, data, "offset" FROM inline').rows)
+    assert rows[0][0] == "a" and rows[0][1].description == BAD_TEXT and rows[0][2:] == (None, 1)
+    assert rows[1] == ("b", None, '{"v":2}', 2)
+    create("both", "(VALUE DECODING ERRORS = (INLINE, PROPAGATE))")
+    with pytest.raises(sluice.SqlError, match="^Envelope error: Upsert: Value error: "):
+        session.execute("SELECT * FROM both")
+    assert len(session.execute("SELECT * FROM IGNORE ERRORS both").rows) == 2
+
+
+def test_dead_letter_table_logs_every_error_even_retracted_ones(upsert) -> None:
+    session, create, send = upsert
+    send([(b"a", BAD), (b"a", b'{"v":1}'), (b"\xff", b"{}"), (b"\xff", None)])
+    create("s", extra="WITH (REDIRECT ERRORS = dlq)")
+    assert session.execute("SELECT key, data FROM s").rows == [("a", '{"v":1}')]
+    assert session.execute('SELECT error_code, "offset" FROM dlq ORDER BY 2').rows == [
+        ("decode-value", 0),
+        ("decode-key", 2),
+    ]
+
+
+# The upsert state equals a dictionary replaying the messages in offset order.
+KEYS = st.sampled_from([b"a", b"b", b"\xff", None])
+VALUES = st.sampled_from([b'{"v":1}', b'{"v":2}', BAD, None])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(KEYS, VALUES), min_size=1, max_size=25))
+def test_snapshot_equals_replaying_the_log(spark, messages) -> None:
+    state: dict = {}
+    for offset, (key, value) in enumerate(messages):
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = (value, offset)
+    rows = {k.decode(): (json.dumps(json.loads(v), separators=(",", ":")), o)
+            for k, (v, o) in state.items() if k not in (None, b"\xff") and v != BAD}
+    errors = sum(1 for k, (v, _) in state.items() if k in (None, b"\xff") or v == BAD)
+    with EmbeddedKafka() as cluster, sluice.Session() as session:
+        cluster.create_topic("r", 1)
+        produce(cluster.bootstrap, "r", messages, partition=0)
+        session.execute(f"CREATE CONNECTION k TO KAFKA (BROKER '{cluster.bootstrap}')")
+        session.execute(
+            "CREATE SOURCE r FROM KAFKA CONNECTION k (TOPIC 'r') KEY FORMAT TEXT VALUE FORMAT JSON "
+            "INCLUDE OFFSET ENVELOPE UPSERT"
+        )
+        got = session.execute('SELECT key, data, "offset" FROM IGNORE ERRORS r').rows
+        assert {k: (d, o) for k, d, o in got} == rows
+        assert len(session.execute("SELECT * FROM ONLY ERRORS r").rows) == errors
