@@ -122,3 +122,42 @@ def test_snapshot_equals_replaying_the_log(spark, messages) -> None:
         got = session.execute('SELECT key, data, "offset" FROM IGNORE ERRORS r').rows
         assert {k: (d, o) for k, d, o in got} == rows
         assert len(session.execute("SELECT * FROM ONLY ERRORS r").rows) == errors
+
+
+ROW = {"type": "record", "name": "row", "fields": [
+    {"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]}]}
+DEBEZIUM = {"type": "record", "name": "envelope", "fields": [
+    {"name": "before", "type": ["null", ROW]}, {"name": "after", "type": ["null", "row"]},
+    {"name": "op", "type": "string"}]}
+
+
+def debezium(before, after, op: str) -> bytes:
+    import io
+
+    import fastavro
+
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(DEBEZIUM),
+                               {"before": before, "after": after, "op": op})
+    return body.getvalue()
+
+
+def test_debezium_upserts_the_after_row_keyed_by_the_kafka_key(spark, kafka) -> None:
+    kafka.create_topic("dbz", 1)
+    produce(kafka.bootstrap, "dbz", [
+        (b"1", debezium(None, {"id": 1, "name": "ada"}, "c")),
+        (b"2", debezium(None, {"id": 2, "name": "bob"}, "c")),
+        (b"1", debezium({"id": 1, "name": "ada"}, {"id": 1, "name": "ada l."}, "u")),
+        (b"2", debezium({"id": 2, "name": "bob"}, None, "d")),  # after NULL deletes
+        (b"3", debezium(None, {"id": 3, "name": None}, "c")),
+        (b"3", None),  # so does a tombstone
+        (b"1", debezium({"id": 1, "name": "ada"}, {"id": 1, "name": "ada l."}, "u")),  # repeat
+    ], partition=0)
+    schema = json.dumps(DEBEZIUM).replace("'", "''")
+    with sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        session.execute(
+            "CREATE SOURCE dbz FROM KAFKA CONNECTION kafka (TOPIC 'dbz') KEY FORMAT TEXT VALUE FORMAT "
+            f"AVRO USING SCHEMA '{schema}' (CONFLUENT WIRE FORMAT = false) ENVELOPE DEBEZIUM"
+        )
+        assert session.execute("SELECT id, name FROM dbz").rows == [(1, "ada l.")]

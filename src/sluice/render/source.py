@@ -20,7 +20,6 @@ from pyspark.sql.window import Window
 
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported
 from sluice.kafka.reader import NAME
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
@@ -69,13 +68,8 @@ def render_source(
     spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead, config: dict
 ) -> Collection:
     desc: SourceDesc = item.details
-    if desc.envelope == "debezium":
-        raise FeatureNotSupported(
-            "reading ENVELOPE DEBEZIUM sources is not implemented yet",
-            hint="ENVELOPE NONE and UPSERT sources can be queried today",
-        )
     decoded = _decode(spark, desc, catalog, read, config)
-    build = _upsert if desc.envelope == "upsert" else _none
+    build = _none if desc.envelope == "none" else _upsert
     collection = build(decoded, desc, item)
     if read.lost:
         lost = _lost_ranges(spark, desc.topic, read.lost)
@@ -122,7 +116,12 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
         columns += [F.struct(*keys)] if desc.key_packed else keys
     if inline is not None:
         columns.append(inline)
-    columns += _side_columns(decoded, "value", desc.value_format)
+    if desc.envelope == "debezium":
+        after = F.col("value_data")["after"]
+        names = decoded.schema["value_data"].dataType["after"].dataType.fieldNames()
+        columns += [after[name] for name in names]
+    else:
+        columns += _side_columns(decoded, "value", desc.value_format)
     columns += [F.col(_METADATA[kind]) for kind, _ in desc.metadata]
     return [c.alias(column.name) for c, column in zip(columns, item.columns, strict=True)]
 
@@ -171,8 +170,17 @@ def _upsert(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
     """The value of each key is its latest message (by partition, then offset); a NULL
     value deletes it. Errors are keyed too: a key's value error stands until a later good
     value or a tombstone; a key that does not decode is keyed by its raw bytes and a NULL
-    key by NULL, each retracted by a NULL value under the same key."""
+    key by NULL, each retracted by a NULL value under the same key.
+
+    ENVELOPE DEBEZIUM is the same, keyed by the Kafka key, with the `after` record as the
+    row: a NULL `after` deletes like a tombstone (`before`, `op` and `source` are unused).
+    """
     key_error, value_error = F.col("__key_error"), F.col("__value_error")
+    if desc.envelope == "debezium":
+        deleted = F.col("value").isNull() | (
+            value_error.isNull() & F.col("value_data")["after"].isNull()
+        )
+        decoded = decoded.withColumn("value", F.when(~deleted, F.col("value")))
     propagate = desc.propagate_value_errors
     message = (
         F.when(F.col("key").isNull(), F.lit(UPSERT_NULL_KEY))
