@@ -2,8 +2,9 @@
 
 Each statement goes parse → gather external facts (schema registry look-ups) → plan
 (pure) → apply. DDL changes the catalog in one crash-safe commit; SHOW and EXPLAIN return
-rows; SELECT reads a snapshot of its sources on Spark (started only then). SUBSCRIBE and
-writes are planned — so their errors are reported — and then refused until they exist.
+rows; SELECT reads a snapshot of its sources and tables on Spark (started only then), and
+INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE is planned — so its errors
+are reported — and then refused until it exists.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from sluice.plan import (
     Plan,
     QueryPlan,
     RowsPlan,
+    WritePlan,
     plan,
     registry_subjects,
 )
 from sluice.plan.facts import RegistrySchema
 from sluice.syntax import ast, parse, parse_one
+from sluice.tables import TableStore
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Session:
             data_dir = self._temporary.name
         self.data_dir = Path(data_dir)
         self.catalog = DurableCatalog(self.data_dir)
+        self.tables = TableStore(self.data_dir)
 
     def close(self) -> None:
         if self._temporary is not None:
@@ -85,6 +89,8 @@ class Session:
             return Result(planned.status)
         if isinstance(planned, DropPlan):
             self.catalog.commit(current.without(planned.ids))
+            for item_id in planned.ids:
+                self.tables.drop(current.by_id(item_id))
             return Result(planned.status)
         if isinstance(planned, NoticePlan):
             return Result(planned.status, notice=planned.notice)
@@ -92,6 +98,10 @@ class Session:
             return Result(planned.status, planned.columns, list(planned.rows))
         if isinstance(planned, QueryPlan):
             return self._select(planned)
+        if isinstance(planned, WritePlan):
+            from sluice.render.snapshot import run_write  # Spark only when data is needed
+
+            return Result(run_write(planned, current, self.tables))
         raise FeatureNotSupported(
             f"executing {planned.status} is not implemented yet",
             span=statement.span,
@@ -102,7 +112,7 @@ class Session:
         """A snapshot: every source read up to the offsets current when the query starts."""
         from sluice.render.snapshot import run_snapshot  # Spark only when data is needed
 
-        columns, rows = run_snapshot(planned, self.catalog.current)
+        columns, rows = run_snapshot(planned, self.catalog.current, self.tables)
         return Result("SELECT", columns, rows)
 
     def _facts(self, statement: ast.Statement) -> Facts:

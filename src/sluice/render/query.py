@@ -21,8 +21,10 @@ from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
+from sluice.render.types import spark_schema
 from sluice.render.source import Collection, SourceRead, first_error, render_source
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
+from sluice.tables import TableStore
 
 
 class SourceDataError(SqlError):
@@ -37,6 +39,7 @@ class QueryRenderer:
     catalog: Catalog
     reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
     config: dict = field(default_factory=dict)
+    tables: TableStore | None = None
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
 
@@ -76,6 +79,9 @@ class QueryRenderer:
                 ),
                 [],
             )
+        if item.kind == kinds.TABLE:
+            rows = self.tables.read(item)
+            return self.spark.createDataFrame(rows, spark_schema(item.columns)), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
             body = parse_query(item.details.query, 0, "query")
             return self.query(plan_query(body, self.catalog))

@@ -1,4 +1,5 @@
-"""Snapshot SELECT: fix each source's offsets when the query starts, then run it on Spark."""
+"""Snapshot SELECT (each source read up to its offsets when the query starts) and table
+writes, run on Spark."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from typing import Any
 from pyspark.errors import PySparkException
 from pyspark.sql.types import VariantVal
 
-from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
+from sluice.errors import ExternalSystemError, SqlError
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
-from sluice.plan.plans import QueryPlan
+from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.query import QueryRenderer
 from sluice.render.source import SourceRead
+from sluice.render.writes import execute_write
 from sluice.render.spark import spark
+from sluice.tables import TableStore
 
 
 class QueryFailed(SqlError):
@@ -50,19 +52,32 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     return SourceRead(tuple(ranges), tuple(lost))
 
 
-def run_snapshot(plan: QueryPlan, catalog: Catalog) -> tuple[tuple[str, ...], list[tuple]]:
-    for read in plan.reads:
-        if catalog.by_id(read.item_id).kind == kinds.TABLE:
-            raise FeatureNotSupported("reading tables is not implemented yet")
-    renderer = QueryRenderer(spark(), catalog, lambda item_id: snapshot_read(catalog, item_id))
+def renderer(catalog: Catalog, tables: TableStore) -> QueryRenderer:
+    return QueryRenderer(spark(), catalog, lambda item_id: snapshot_read(catalog, item_id), tables=tables)
+
+
+def run_snapshot(
+    plan: QueryPlan, catalog: Catalog, tables: TableStore
+) -> tuple[tuple[str, ...], list[tuple]]:
+    queries = renderer(catalog, tables)
     try:
-        frame = renderer.run(plan)
+        frame = queries.run(plan)
         rows = [tuple(_value(v) for v in row) for row in frame.collect()]
     except PySparkException as e:
         raise QueryFailed(f"query failed on Spark: {e.getMessage() or e}") from None
     finally:
-        renderer.close()
+        queries.close()
     return tuple(c.name for c in plan.columns), rows
+
+
+def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore) -> str:
+    queries = renderer(catalog, tables)
+    try:
+        return execute_write(plan, catalog, tables, queries)
+    except PySparkException as e:
+        raise QueryFailed(f"{plan.status} failed on Spark: {e.getMessage() or e}") from None
+    finally:
+        queries.close()
 
 
 def _value(value: Any) -> Any:

@@ -1,0 +1,125 @@
+"""INSERT, UPDATE and DELETE on tables: computed on Spark, stored by `TableStore`.
+
+Each statement is turned into a query over the catalog — the rows to add, or the table's
+rows after the change — planned like any SELECT, run, and written back in one atomic
+replacement of the table's file.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from sluice.catalog.items import Item
+from sluice.catalog.store import Catalog
+from sluice.errors import SqlError, UndefinedColumn
+from sluice.plan.plans import WritePlan
+from sluice.plan.queries import plan_query
+from sluice.render.query import QueryRenderer
+from sluice.render.types import spark_type
+from sluice.syntax.ast import QueryBody
+from sluice.syntax.query import Sluice
+from sluice.tables import TableStore
+
+
+class NotNullViolation(SqlError):
+    code = "23502"
+
+
+class TooManyExpressions(SqlError):
+    code = "42601"
+
+
+def execute_write(plan: WritePlan, catalog: Catalog, store: TableStore, renderer: QueryRenderer) -> str:
+    """Carry out the write; the command tag (`INSERT 0 n`, `UPDATE n`, `DELETE n`)."""
+    item = catalog.by_id(plan.table_id)
+    expression = plan.expression
+    if isinstance(expression, exp.Insert):
+        added = _insert(expression, item, catalog, renderer)
+        store.write(item, store.read(item) + added)
+        return f"INSERT 0 {len(added)}"
+    condition = expression.args.get("where")
+    condition = exp.true() if condition is None else condition.this
+    matched = _count(item, condition, catalog, renderer)
+    if isinstance(expression, exp.Delete):
+        kept = _select(item, [exp.column(c.name) for c in item.columns], exp.not_(_is_true(condition)))
+        store.write(item, _run(kept, item, catalog, renderer))
+        return f"DELETE {matched}"
+    assigned = {eq.this.name: eq.expression for eq in expression.expressions}
+    for name in assigned:
+        if item.column(name) is None:
+            raise UndefinedColumn(f'column "{name}" of relation "{item.name}" does not exist')
+    columns = [
+        exp.Case(ifs=[exp.If(this=_is_true(condition), true=assigned[c.name])], default=exp.column(c.name))
+        if c.name in assigned
+        else exp.column(c.name)
+        for c in item.columns
+    ]
+    rows = _run(_select(item, columns, None), item, catalog, renderer)
+    _check_not_null(item, rows)
+    store.write(item, rows)
+    return f"UPDATE {matched}"
+
+
+def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: QueryRenderer) -> list[tuple]:
+    target = expression.this
+    names = (
+        [c.name for c in target.expressions] if isinstance(target, exp.Schema) else [c.name for c in item.columns]
+    )
+    for name in names:
+        if item.column(name) is None:
+            raise UndefinedColumn(f'column "{name}" of relation "{item.name}" does not exist')
+    source = expression.args["expression"]
+    query = plan_query(QueryBody(source.sql(dialect=Sluice), source), catalog, "INSERT")
+    if len(query.columns) > len(names):
+        raise TooManyExpressions("INSERT has more expressions than target columns")
+    frame = renderer.run(query)
+    produced = dict(zip(names, frame.columns))
+    defaults = dict(item.details.defaults)
+    columns = []
+    for column in item.columns:
+        if column.name in produced:
+            value = F.col(f"`{produced[column.name]}`")
+        elif column.name in defaults:
+            value = F.expr(exp.maybe_parse(defaults[column.name], dialect=Sluice).sql(dialect="spark"))
+        else:
+            value = F.lit(None)
+        columns.append(value.cast(spark_type(column.type)).alias(column.name))
+    rows = [tuple(r) for r in frame.select(*columns).collect()]
+    _check_not_null(item, rows)
+    return rows
+
+
+def _is_true(condition: exp.Expression) -> exp.Expression:
+    """`COALESCE(condition, FALSE)`: rows where the condition is NULL are not touched."""
+    return exp.func("COALESCE", exp.paren(condition.copy()), exp.false())
+
+
+def _select(item: Item, columns: list[exp.Expression], where) -> exp.Select:
+    """`SELECT <columns, named as the table's> FROM <table> [WHERE …]`."""
+    named = [exp.alias_(c, col.name) for c, col in zip(columns, item.columns, strict=True)]
+    query = exp.select(*named).from_(exp.to_table(item.name))
+    return query if where is None else query.where(where)
+
+
+def _run(query: exp.Select, item: Item, catalog: Catalog, renderer: QueryRenderer) -> list[tuple]:
+    planned = plan_query(QueryBody(query.sql(dialect=Sluice), query), catalog)
+    frame = renderer.run(planned)
+    casts = [F.col(f"`{name}`").cast(spark_type(c.type)) for name, c in zip(frame.columns, item.columns)]
+    return [tuple(r) for r in frame.select(*casts).collect()]
+
+
+def _count(item: Item, condition: exp.Expression, catalog: Catalog, renderer: QueryRenderer) -> int:
+    query = exp.select(exp.func("COUNT", exp.Star()).as_("n")).from_(exp.to_table(item.name))
+    query = query.where(_is_true(condition))
+    planned = plan_query(QueryBody(query.sql(dialect=Sluice), query), catalog)
+    return renderer.run(planned).first()[0]
+
+
+def _check_not_null(item: Item, rows: list[tuple]) -> None:
+    for index, column in enumerate(item.columns):
+        if not column.nullable and any(row[index] is None for row in rows):
+            raise NotNullViolation(
+                f'null value in column "{column.name}" of relation "{item.name}" violates '
+                "not-null constraint"
+            )

@@ -1,0 +1,82 @@
+"""Table rows on disk: one JSON-lines file per table under `<data_dir>/tables/`.
+
+A write replaces the whole file crash-safely (temp file, fsync, atomic rename), so a
+table is always either before or after a statement. Values are stored as JSON per their
+column type (numbers as text where JSON would lose them, bytes as hex, times as ISO).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sluice.catalog.items import Item
+from sluice.catalog.types import SqlType
+
+
+class TableStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "tables"
+
+    def path(self, item: Item) -> Path:
+        return self.root / f"{item.id}.jsonl"
+
+    def read(self, item: Item) -> list[tuple]:
+        try:
+            lines = self.path(item).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        types = [c.type for c in item.columns]
+        return [
+            tuple(_decode(t, v) for t, v in zip(types, json.loads(line), strict=True))
+            for line in lines
+        ]
+
+    def write(self, item: Item, rows: list[tuple]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps([_encode(v) for v in row]) + "\n" for row in rows)
+        fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path(item))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def drop(self, item: Item) -> None:
+        self.path(item).unlink(missing_ok=True)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    return value
+
+
+def _decode(sql_type: SqlType, value: Any) -> Any:
+    if value is None:
+        return None
+    name = sql_type.name
+    if name == "numeric":
+        return Decimal(value)
+    if name == "bytea":
+        return bytes.fromhex(value)
+    if name == "date":
+        return dt.date.fromisoformat(value)
+    if name in ("timestamp", "timestamp with time zone"):
+        return dt.datetime.fromisoformat(value)
+    if name == "time":
+        return dt.time.fromisoformat(value)
+    return value
