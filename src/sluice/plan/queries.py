@@ -100,7 +100,7 @@ class _Reference:
 
 def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
     offset = body.span.start if body.span is not None else 0
-    expression = _as_select(body.expression.copy())
+    expression = _name_outputs(_as_select(body.expression.copy()))
     references = _references(expression, catalog, offset)
     for ref in references:
         if ref.errors == "ONLY":
@@ -118,6 +118,10 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
         annotate_types(qualified, schema=schema, dialect=Sluice)
     except OptimizeError as e:
         raise _column_error(str(e), body.expression, references, offset) from None
+    except Exception as e:  # noqa: BLE001 - sqlglot's optimizer asserts on shapes it lacks
+        raise FeatureNotSupported(
+            "sluice cannot plan this query yet", span=body.span, detail=f"sqlglot: {e}"
+        ) from None
     if not isinstance(qualified, exp.Query):
         raise FeatureNotSupported("only queries can be planned here", span=body.span)
     columns = _output_columns(body.expression, qualified, references)
@@ -135,6 +139,17 @@ def _as_select(expression: exp.Expression) -> exp.Expression:
     columns = [exp.to_identifier(f"column{i}") for i in range(1, width + 1)]
     expression.set("alias", exp.TableAlias(this=exp.to_identifier("values"), columns=columns))
     return exp.select("*").from_(expression)
+
+
+def _name_outputs(expression: exp.Expression) -> exp.Expression:
+    """Alias every unnamed computed output `_col_<i>` up front, as `qualify` would later:
+    its ORDER BY position expansion assumes they already are."""
+    for select in expression.find_all(exp.Select):
+        for i, output in enumerate(select.expressions):
+            if not isinstance(output, (exp.Alias, exp.Column, exp.Star)):
+                # exp.Alias itself: `alias_` would put a subquery's alias inside it.
+                output.replace(exp.Alias(this=output.copy(), alias=exp.to_identifier(f"_col_{i}")))
+    return expression
 
 
 def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> list[_Reference]:
