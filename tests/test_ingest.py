@@ -68,7 +68,8 @@ def test_bytes_never_fail(session, kafka) -> None:
 
 
 def test_json(session, kafka) -> None:
-    source(session, kafka, [(None, b'{"a": [1, null]}'), (None, b"null"), (None, b"1 2"), (None, b"{")],
+    source(session, kafka, [(None, b'{"a": [1, null]}'), (None, b"null"), (None, b"1 2"), (None, b"{"),
+                            (None, b'"\xff"')],
            "FORMAT JSON INCLUDE OFFSET")
     assert rows(session, 'SELECT data, "offset" FROM IGNORE ERRORS s ORDER BY 2') == [
         ('{"a":[1,null]}', 0),
@@ -79,6 +80,7 @@ def test_json(session, kafka) -> None:
          'line 1 column 2 (char 1) (original text: {, original bytes: "7b")',),
         ('Decode error: Failed to decode JSON: Extra data: line 1 column 3 (char 2) '
          '(original text: 1 2, original bytes: "312032")',),
+        ('Decode error: Failed to decode JSON: invalid UTF-8 at byte 1 (original bytes: "22ff22")',),
     ]
 
 
@@ -140,6 +142,8 @@ def test_dead_letter_table_takes_the_errors(session, kafka) -> None:
     assert row == ('Decode error: Failed to decode UTF-8 (original bytes: "ff")', "decode-value",
                    0, 1, None, b"\xff")
     assert rows(session, "SELECT count(*) FROM dlq WHERE mz_timestamp > 0") == [(1,)]
+    # The errors went to the dead-letter table: the source's own errs stream has none.
+    assert rows(session, "SELECT * FROM ONLY ERRORS s") == []
 
 
 def test_start_offset_and_views(session, kafka) -> None:

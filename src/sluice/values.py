@@ -28,15 +28,19 @@ def slt_value(value: Any, type_letter: str = "T") -> str:
     `I` prints numbers as integers (truncated toward zero, as sqllogictest's C runner
     does), `R` prints them with three decimals (`%.3f`, what SQLite's corpus expects);
     anything else prints in PostgreSQL's text form. Whatever the letter: NULL → `NULL`,
-    booleans `true`/`false`, the empty string `(empty)`, bytea `\\x` + lowercase hex, jsonb
+    booleans `true`/`false` (`1`/`0` under `I`), the empty string `(empty)`, bytea `\\x` + lowercase hex, jsonb
     (compact JSON text) as it is, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` with trailing
     zeros of the fraction dropped.
     """
     if value is None:
         return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
     letter = type_letter.upper()
+    if isinstance(value, bool):
+        # A boolean in a column the test types as integer is 1/0, as SQLite's corpus
+        # (comparisons in select lists) expects; elsewhere it is true/false.
+        if letter == "I":
+            return "1" if value else "0"
+        return "true" if value else "false"
     if letter == "R" and isinstance(value, (int, float, Decimal)):
         number = float(value)
         if math.isnan(number) or math.isinf(number):

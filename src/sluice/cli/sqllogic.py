@@ -10,9 +10,12 @@ How a value prints is `sluice.values.slt_value`, shared with the REPL.
 
 Records are separated by blank lines; lines starting with `#` are comments wherever they
 are (so a result value or a Kafka message cannot start with `#`: write `\\x23` in a
-message). The format is SQLite's, which is why its corpus reads unmodified, plus
+message). The format is SQLite's, which is why its corpus reads unmodified (a third
+word after `query`'s types is a label: queries with one label must agree), plus
 Materialize's and CockroachDB's extensions: `statement count N`, `query … colnames`,
-`mode cockroach` (one row per line, values separated by a space).
+`mode cockroach` (one row per line, values separated by a space). `--rewrite` replaces
+a failing query's result lines (comments among them go too) and a failing
+`statement count`'s number, nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import re
 import struct
 import sys
 import time
+import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,42 +130,35 @@ def _words(line: str) -> list[str]:
 
 
 def _parse_group(group: list[tuple[int, str]]) -> Iterator[Record]:
+    """The records of one blank-line-separated group: `skipif`/`onlyif` lines, then a
+    header and its lines. `halt`, `mode` and `hash-threshold` are one line each, so a
+    group may hold several of them before its last record."""
     conditions: list[tuple[str, str]] = []
     i = 0
     while i < len(group):
         index, line = group[i]
         words = _words(line)
         word = words[0] if words else ""
-
-        def invalid(problem: str) -> Record:
-            return Record("invalid", index + 1, line, conditions, problem=problem, header_index=index)
-
+        record = Record(word, index + 1, line, conditions, header_index=index)
         if word in ("skipif", "onlyif"):
             if len(words) < 2:
-                yield invalid(f"{word} needs an engine name")
+                yield _invalid(record, f"{word} needs an engine name")
                 return
             conditions.append((word, words[1]))
             i += 1
             continue
         if word in ("halt", "mode", "hash-threshold"):
-            # One-line records; anything after them in the same group is the next record.
-            record = Record(word, index + 1, line, conditions, header_index=index)
             conditions = []
             i += 1
-            if word == "mode":
-                if len(words) != 2 or words[1] not in MODES:
-                    yield invalid("expected mode standard or mode cockroach")
-                    continue
-                record.value = words[1]
-            elif word == "hash-threshold":
-                if len(words) != 2 or not words[1].isdigit():
-                    yield invalid("expected hash-threshold N")
-                    continue
-                record.value = words[1]
-            elif len(words) != 1:
-                yield invalid("halt takes no arguments")
-                continue
-            yield record
+            if word == "mode" and (len(words) != 2 or words[1] not in MODES):
+                yield _invalid(record, "expected mode standard or mode cockroach")
+            elif word == "hash-threshold" and (len(words) != 2 or not words[1].isdigit()):
+                yield _invalid(record, "expected hash-threshold N")
+            elif word == "halt" and len(words) != 1:
+                yield _invalid(record, "halt takes no arguments")
+            else:
+                record.value = words[1] if len(words) > 1 else ""
+                yield record
             continue
         rest = group[i + 1 :]
         if word == "statement":
@@ -171,7 +168,7 @@ def _parse_group(group: list[tuple[int, str]]) -> Iterator[Record]:
         elif word in _KAFKA_ARGS:
             yield _kafka(line, words, index, rest, conditions)
         else:
-            yield invalid(f"unknown record type {word!r}")
+            yield _invalid(record, f"unknown record type {word!r}")
         return
 
 
@@ -353,7 +350,12 @@ class FileRunner:
             except SqlError as e:  # a Kafka directive the broker refused
                 self._fail(record, f"{record.kind} failed: {e.message}", [f"    {record.header}"])
             except Exception as e:  # a bug in sluice (or here): report it, keep going
-                self._fail(record, f"crashed: {type(e).__name__}: {e}", self._sql_lines(record))
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                self._fail(
+                    record,
+                    f"crashed: {type(e).__name__}: {e}",
+                    self._sql_lines(record) + [f"  at {where.filename}:{where.lineno} in {where.name}"],
+                )
             else:
                 self.result.passed += 1
         if self.rewrite and self.edits:
@@ -427,7 +429,9 @@ class FileRunner:
         pattern = record.pattern
         if error is None:
             wanted = "an error" if pattern is None else f"an error matching {pattern}"
-            raise RecordFailed(f"expected {wanted}, but the statement succeeded", self._sql_lines(record))
+            raise RecordFailed(
+                f"expected {wanted}, but the statement succeeded", self._sql_lines(record)
+            )
         if pattern is None:
             return
         try:
@@ -447,12 +451,16 @@ class FileRunner:
             self._expect_error(record, result, error)
             return
         if error is not None:
-            raise RecordFailed("statement failed", self._sql_lines(record) + self._error_text(record, error))
+            raise RecordFailed(
+                "statement failed", self._sql_lines(record) + self._error_text(record, error)
+            )
         if record.expect == "count":
             actual = _affected(result)
             if actual != record.count:
                 if self.rewrite:
-                    header = re.sub(r"(\bcount\s+)\d+", lambda m: m.group(1) + str(actual), record.header, count=1)
+                    header = re.sub(
+                        r"(\bcount\s+)\d+", lambda m: m.group(1) + str(actual), record.header, count=1
+                    )
                     self.edits.append((record.header_index, record.header_index + 1, [header]))
                     return
                 raise RecordFailed(
@@ -460,13 +468,14 @@ class FileRunner:
                 )
 
     def _query(self, record: Record) -> None:
+        result, error = self._execute(record, one=True)  # a query is one statement
         if record.expect == "error":
-            result, error = self._execute(record, one=False)
             self._expect_error(record, result, error)
             return
-        result, error = self._execute(record, one=True)
         if error is not None:
-            raise RecordFailed("query failed", self._sql_lines(record) + self._error_text(record, error))
+            raise RecordFailed(
+                "query failed", self._sql_lines(record) + self._error_text(record, error)
+            )
         columns = tuple(result.columns)
         if len(record.types) != len(columns):
             raise RecordFailed(
@@ -496,12 +505,15 @@ class FileRunner:
             if self.rewrite:
                 self._rewrite_results(record, actual)
             else:
-                raise RecordFailed("query result differs", self._sql_lines(record) + _diff(expected, actual))
+                raise RecordFailed(
+                    "query result differs", self._sql_lines(record) + _diff(expected, actual)
+                )
         if record.label is not None:
             earlier = self.labels.setdefault(record.label, (hash_line, record.line))
             if earlier[0] != hash_line:
                 raise RecordFailed(
-                    f"result differs from the earlier query labelled {record.label} (line {earlier[1]})",
+                    f"result differs from the earlier query labelled {record.label}"
+                    f" (line {earlier[1]})",
                     self._sql_lines(record) + _diff([earlier[0]], [hash_line]),
                 )
 
@@ -526,7 +538,8 @@ class FileRunner:
 
     def _same(self, expected: list[str], actual: list[str]) -> bool:
         if self.mode == "cockroach":
-            return [" ".join(line.split()) for line in expected] == [" ".join(line.split()) for line in actual]
+            expected = [" ".join(line.split()) for line in expected]
+            actual = [" ".join(line.split()) for line in actual]
         return expected == actual
 
     def _rewrite_results(self, record: Record, actual: list[str]) -> None:
@@ -578,7 +591,9 @@ class FileRunner:
             if not sep:
                 raise ValueError(f"no key terminator {args.get('key-terminator', ':')!r} in the line")
             key = _literal(key_text) if key_text else None
-            value = self._encode(value_text, value_format, args.get("schema"), args) if value_text else None
+            value = None
+            if value_text:
+                value = self._encode(value_text, value_format, args.get("schema"), args)
             return key, value
         try:
             _, end = json.JSONDecoder().raw_decode(line)
@@ -605,7 +620,9 @@ class FileRunner:
             body = io.BytesIO()
             fastavro.schemaless_writer(body, parsed, datum)
         except Exception as e:
-            raise ValueError(f"cannot encode {text!r} with schema {schema}: {type(e).__name__}: {e}") from None
+            raise ValueError(
+                f"not a datum of schema {schema} in Avro's JSON encoding: {type(e).__name__}: {e}"
+            ) from None
         if args.get("confluent-wire-format", "true") == "false":
             return body.getvalue()
         return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
@@ -653,24 +670,26 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def run_file(path: str | Path, *, rewrite: bool = False, out: TextIO | None = None) -> FileResult:
+def run_file(path: str | Path, *, rewrite: bool = False, out: TextIO | None = None,
+             display: str | None = None) -> FileResult:
     """Run one file against a fresh session (temporary data directory) and a fresh
-    embedded Kafka broker; with `rewrite`, write corrected expectations back."""
+    embedded Kafka broker; with `rewrite`, write corrected expectations back. Reports
+    name the file as `display` (default: `path` as given)."""
     import sluice
     from sluice.kafka.embedded import EmbeddedKafka
 
     path = Path(path)
-    raw = path.read_bytes()
-    text = raw.decode("utf-8", "surrogateescape")
+    display = str(path) if display is None else display
+    text = path.read_bytes().decode("utf-8", "surrogateescape")
     with EmbeddedKafka() as kafka, sluice.Session() as session:
-        runner = FileRunner(str(path), text, session, kafka, rewrite=rewrite, out=out)
+        runner = FileRunner(display, text, session, kafka, rewrite=rewrite, out=out)
         result = runner.run()
     if result.rewritten:
         new = runner.rewritten_text()
         if new != text:
             path.write_bytes(new.encode("utf-8", "surrogateescape"))
             if out is not None:
-                print(f"{path}: rewritten", file=out, flush=True)
+                print(f"{display}: rewritten", file=out, flush=True)
     return result
 
 

@@ -73,8 +73,11 @@ class JsonDecoder:
     def _one(payload: bytes, _index: int) -> str:
         try:
             text = payload.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DecodeFailure(f"Failed to decode JSON: invalid UTF-8 at byte {e.start}") from None
+        try:
             json.loads(text, parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError) as e:
+        except ValueError as e:
             raise DecodeFailure(f"Failed to decode JSON: {e}") from None
         return text
 

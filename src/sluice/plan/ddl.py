@@ -11,6 +11,7 @@ from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType
 from sluice.errors import (
     DependentObjectsStillExist,
+    FeatureNotSupported,
     InvalidParameterValue,
     UndefinedColumn,
     UndefinedObject,
@@ -286,6 +287,9 @@ def plan_write(statement: ast.BodyStatement, catalog: Catalog) -> WritePlan:
     if item is None:
         raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
     verb = type(statement).__name__.upper()
+    alternative = expression.args.get("alternative")
+    if alternative:
+        raise FeatureNotSupported(f"INSERT OR {alternative.upper()} is not supported", span=span)
     if item.kind == kinds.DEAD_LETTER_TABLE:
         raise WrongObjectType(f'cannot modify dead-letter table "{item.name}"', span=span)
     if item.kind != kinds.TABLE:

@@ -56,9 +56,12 @@ class QueryRenderer:
         if item.kind == kinds.SOURCE:
             collection = self.source(item_id)
             self.check_tolerance(item_id, collection)
+            redirected = item.details.dead_letter_table is not None
             if errors == "ONLY":
-                return collection.errs.select("message", "code"), []
-            guarded = errors != "IGNORE" and item.details.dead_letter_table is None
+                # With a dead-letter table the source's errs stream receives nothing.
+                errs = collection.errs.select("message", "code")
+                return (errs.limit(0) if redirected else errs), []
+            guarded = errors != "IGNORE" and not redirected
             if not guarded:
                 return collection.oks, []
             # The error check and the query share the decoded rows: read the topic once.
