@@ -69,3 +69,27 @@ def test_plan_error_names_the_statement() -> None:
     result = run("plan", "-", stdin="SELECT * FROM nowhere")
     assert result.returncode == 1
     assert result.stderr.splitlines()[0] == "ERROR:  unknown catalog item 'nowhere'"
+
+
+def test_run_prints_each_result_and_stops_at_the_first_error(tmp_path) -> None:
+    script = "CREATE TABLE t (a int); SHOW TABLES; SHOW NONSENSE; SHOW COLUMNS FROM t"
+    result = run("run", "-c", script, "--data-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "CREATE TABLE",
+        " name |  type | source",
+        "------+-------+--------",
+        " t    | table | NULL  ",
+        "(1 row)",
+    ]
+    assert result.stderr.startswith("ERROR:  Expected one of COLUMNS")
+
+
+def test_run_keep_going_runs_the_rest_and_still_fails(tmp_path) -> None:
+    script = tmp_path / "s.sql"
+    script.write_text("SHOW NONSENSE;\nCREATE TABLE t (a int);\nSHOW COLUMNS FROM t;\n")
+    result = run("run", str(script), "--keep-going", "--data-dir", str(tmp_path / "data"))
+    assert result.returncode == 1
+    assert "LINE 1: SHOW NONSENSE" in result.stderr
+    assert result.stdout.splitlines()[0] == "CREATE TABLE"
+    assert " a    | true     | integer" in result.stdout

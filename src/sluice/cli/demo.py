@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from sluice.cli.table import format_table
+from sluice.cli.table import result_text
 from sluice.errors import SqlError, format_error
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.session import Session
@@ -38,12 +38,7 @@ def run(session: Session, sql: str) -> None:
     except SqlError as e:
         print(format_error(e, sql))
         return
-    if result.columns:
-        print(format_table(result.columns, result.rows))
-    else:
-        print(result.status)
-    if result.notice:
-        print(f"NOTICE:  {result.notice}")
+    print(result_text(result))
     if time.perf_counter() - started > 1:
         print(f"Time: {(time.perf_counter() - started) * 1000:.0f} ms")
 

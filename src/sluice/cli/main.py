@@ -6,6 +6,8 @@ Either prints the formatted error, with exit status 1, for a statement it cannot
 `sluice kafka [--brokers N] [--topic NAME[:PARTITIONS] ...]` runs an embedded Kafka broker
 on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
+`sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR]` executes a script and prints
+each result; it stops at the first error (exit status 1) unless told to keep going.
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 """
@@ -18,10 +20,12 @@ import sys
 import threading
 
 from sluice.cli.describe import describe_plan
+from sluice.cli.table import result_text
 from sluice.errors import SqlError, format_error
 from sluice.session import Session
-from sluice.syntax import parse
+from sluice.syntax import parse, parse_statement
 from sluice.syntax.ast import dump
+from sluice.syntax.splitter import split_statements
 
 
 def _read(path: str) -> str | None:
@@ -94,6 +98,25 @@ def cmd_kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    text = args.command_text if args.command_text is not None else _read(args.file)
+    if text is None:
+        return 2
+    failed = False
+    with Session(args.data_dir) as session:
+        for start, end in split_statements(text):
+            try:
+                result = session.execute_statement(parse_statement(text, start, end))
+            except SqlError as e:
+                print(format_error(e, text), file=sys.stderr)
+                if not args.keep_going:
+                    return 1
+                failed = True
+                continue
+            print(result_text(result))
+    return 1 if failed else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sluice.cli.demo import main as demo  # Spark only for the commands that need it
 
@@ -113,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.add_argument("--ast", action="store_true", help="print the syntax tree instead")
     p.set_defaults(run=cmd_parse)
+    p = commands.add_parser("run", help="execute a script and print each result")
+    p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
+    p.add_argument("-c", dest="command_text", metavar="SQL", help="run this SQL instead of a file")
+    p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
+    p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    p.set_defaults(run=cmd_run)
     p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
     p.set_defaults(run=cmd_demo)
     p = commands.add_parser("plan", help="show what a script would create, without running it")

@@ -1,4 +1,5 @@
-"""psql-style result tables: centred headers, numbers right-aligned, a row count."""
+"""psql-style output: result tables (centred headers, numbers right-aligned, a row count)
+and the text a statement's result shows as."""
 
 from __future__ import annotations
 
@@ -17,16 +18,22 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         " " + " | ".join(name.center(w) for name, w in zip(columns, widths)),
         "-" + "-+-".join("-" * w for w in widths) + "-",
     ]
-    numeric = [
-        all(
-            row[i] is None or (isinstance(row[i], (int, float)) and not isinstance(row[i], bool))
-            for row in rows
-        )
-        for i in range(len(columns))
-    ]
+    numeric = [_numeric([row[i] for row in rows if row[i] is not None]) for i in range(len(columns))]
     lines += [
         " " + " | ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(row, widths, numeric))
         for row in cells
     ]
     lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
     return "\n".join(lines)
+
+
+def _numeric(values: list) -> bool:
+    return bool(values) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    )
+
+
+def result_text(result) -> str:
+    """What a `Result` shows as: its table, or its command tag; then any notice."""
+    text = format_table(result.columns, result.rows) if result.columns else result.status
+    return text if not result.notice else f"{text}\nNOTICE:  {result.notice}"
