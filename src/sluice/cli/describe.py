@@ -15,11 +15,7 @@ def describe_plan(session: Session, statement: ast.Statement) -> str:
     if isinstance(planned, (QueryPlan, SubscribePlan)):
         query = planned.query if isinstance(planned, SubscribePlan) else planned
         writer = ExplainWriter(session.catalog.current)
-        if query.expression is None:
-            writer.line(0, "Subscribe")
-            writer.reads([(r.item_id, r.errors) for r in query.reads], 1)
-        else:
-            writer.query(query)
+        writer.query(query)
         return "\n".join(lines + writer.lines)
     if isinstance(planned, WritePlan):
         table = session.catalog.current.by_id(planned.table_id).name

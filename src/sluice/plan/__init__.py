@@ -118,11 +118,7 @@ def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan
             _subscribe_query(inner, catalog)
         )
         timeline = query.timeline
-        if query.expression is None:
-            writer.line(0, "Subscribe")
-            writer.reads([(r.item_id, r.errors) for r in query.reads], 1)
-        else:
-            writer.query(query)
+        writer.query(query)
     else:
         created = plan(inner, catalog, facts)
         if isinstance(created, NoticePlan):

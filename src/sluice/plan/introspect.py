@@ -89,6 +89,10 @@ class ExplainWriter:
         self.lines.append("  " * depth + text)
 
     def query(self, plan: QueryPlan, depth: int = 0) -> None:
+        if plan.expression is None:  # SUBSCRIBE to a named relation: no query of its own
+            self.line(depth, "Subscribe")
+            self.reads([(r.item_id, r.errors) for r in plan.reads], depth + 1)
+            return
         self.line(depth, "Query")
         self.line(depth + 1, f"columns: {_columns_text(plan.columns)}")
         self.line(depth + 1, f"timeline: {timeline_text(plan.timeline)}")

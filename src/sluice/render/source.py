@@ -131,11 +131,7 @@ def _errs(frame: DataFrame, kind, code, message) -> DataFrame:
         kind.alias("kind"),
         code.alias("code"),
         message.alias("message"),
-        "partition",
-        "offset",
-        "timestamp",
-        "key",
-        "value",
+        *ERRS_COLUMNS[3:],
     )
 
 
