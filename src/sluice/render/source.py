@@ -68,41 +68,70 @@ def render_source(
     spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead, config: dict
 ) -> Collection:
     desc: SourceDesc = item.details
-    decoded = _decode(spark, desc, catalog, read, config)
-    build = _none if desc.envelope == "none" else _upsert
-    collection = build(decoded, desc, item)
+    raw = (
+        spark.read.format(NAME)
+        .options(**reader_options(desc, catalog, config))
+        .option("ranges", json.dumps([list(r) for r in read.ranges]))
+        .load()
+    )
+    messages = source_messages(with_decode_errors(raw, desc), desc)
+    parts = source_parts(messages, desc, item)
+    if desc.envelope == "none":
+        kept = messages.where(~parts.skipped)
+        errs = kept.where(parts.failed).select(*parts.errs)
+        collection = Collection(kept.where(parts.ok).select(*parts.oks), errs, kept, errs)
+    else:
+        state = messages.withColumn("__rank", F.row_number().over(
+            # The winning message of an upsert key: the latest by partition, then offset.
+            Window.partitionBy("key").orderBy(F.desc("partition"), F.desc("offset"))
+        )).where(
+            (F.col("__rank") == 1) & F.col("value").isNotNull()
+        )
+        state_parts = source_parts(state, desc, item)
+        collection = Collection(
+            state.where(state_parts.ok).select(*state_parts.oks),
+            state.where(state_parts.failed).select(*state_parts.errs),
+            messages,
+            messages.where(parts.failed).select(*parts.errs),
+        )
     if read.lost:
-        lost = _lost_ranges(spark, desc.topic, read.lost)
+        lost = lost_ranges(spark, desc.topic, read.lost)
         collection.errs = collection.errs.unionByName(lost)
         collection.log = collection.log.unionByName(lost)
     return collection
 
 
-def _decode(spark, desc: SourceDesc, catalog: Catalog, read: SourceRead, config: dict) -> DataFrame:
-    """The raw messages with `__key_error` / `__value_error` (decode error texts, without
-    the `Decode error: ` prefix) and the reader's decoded data columns."""
+def reader_options(desc: SourceDesc, catalog: Catalog, config: dict) -> dict[str, str]:
+    """The `sluice_kafka` options that read and decode the source's topic."""
     connection = catalog.by_id(desc.connection).details
-    sides = {"value": desc.value_format}
-    if desc.key_format is not None and desc.key_columns:
-        sides["key"] = desc.key_format
     decode = {}
-    for side, fmt in sides.items():
+    for side, fmt in _sides(desc).items():
         registry = None
         if fmt.registry_connection is not None:
             registry = catalog.by_id(fmt.registry_connection).details.url
         spec = decode_spec(fmt, registry)
         if spec is not None:
             decode[side] = spec
-    raw = (
-        spark.read.format(NAME)
-        .option("bootstrap", ",".join(connection.brokers))
-        .option("topic", desc.topic)
-        .option("config", json.dumps(config))
-        .option("ranges", json.dumps([list(r) for r in read.ranges]))
-        .option("decode", json.dumps(decode))
-        .load()
-    )
-    key_error = _error(raw, "key", desc.key_format) if "key" in sides else F.lit(None)
+    return {
+        "bootstrap": ",".join(connection.brokers),
+        "topic": desc.topic,
+        "config": json.dumps(config),
+        "decode": json.dumps(decode),
+    }
+
+
+def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:
+    sides = {"value": desc.value_format}
+    if desc.key_format is not None and desc.key_columns:
+        sides["key"] = desc.key_format
+    return sides
+
+
+def with_decode_errors(raw: DataFrame, desc: SourceDesc) -> DataFrame:
+    """The raw messages with `__key_error` / `__value_error`: decode error texts, without
+    the `Decode error: ` prefix."""
+    sides = _sides(desc)
+    key_error = _error(raw, "key", sides["key"]) if "key" in sides else F.lit(None)
     return raw.withColumn("__key_error", key_error.cast("string")).withColumn(
         "__value_error", _error(raw, "value", desc.value_format)
     )
@@ -126,63 +155,46 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     return [c.alias(column.name) for c, column in zip(columns, item.columns, strict=True)]
 
 
-def _errs(frame: DataFrame, kind, code, message) -> DataFrame:
-    return frame.select(
-        kind.alias("kind"),
-        code.alias("code"),
-        message.alias("message"),
-        *ERRS_COLUMNS[3:],
-    )
-
-
-def _none(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
-    key_error, value_error = F.col("__key_error"), F.col("__value_error")
-    error = (
-        F.when(F.col("value").isNull() & F.col("key").isNotNull(), F.lit(FLAT_VALUE_MISSING))
-        .when(key_error.isNotNull(), F.concat(F.lit("Decode error: "), key_error))
-        .when(value_error.isNotNull(), F.concat(F.lit("Decode error: "), value_error))
-    )
-    code = (
-        F.when(F.col("value").isNull(), F.lit("envelope-flat"))
-        .when(key_error.isNotNull(), F.lit("decode-key"))
-        .otherwise(F.lit("decode-value"))
-    )
-    kept = decoded.where(F.col("key").isNotNull() | F.col("value").isNotNull()).withColumn(
-        "__error", error
-    )
-    oks = kept.where(F.col("__error").isNull()).select(*_row_columns(kept, desc, item))
-    kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
-    errs = _errs(kept.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
-    return Collection(oks, errs, kept, errs)
-
-
 UPSERT_NULL_KEY = (
     "Envelope error: Upsert: Null key: record with NULL key in UPSERT source; to retract "
     "this error, produce a record upstream with a NULL key and NULL value"
 )
 
 
-def _upsert(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
-    """The value of each key is its latest message (by partition, then offset); a NULL
-    value deletes it. Errors are keyed too: a key's value error stands until a later good
-    value or a tombstone; a key that does not decode is keyed by its raw bytes and a NULL
-    key by NULL, each retracted by a NULL value under the same key.
 
-    ENVELOPE DEBEZIUM is the same, keyed by the Kafka key, with the `after` record as the
-    row: a NULL `after` deletes like a tombstone (`before`, `op` and `source` are unused).
+def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
+    """Per message: `__error` (the full text a query would fail with, or NULL), `__code`
+    and `__kind`. ENVELOPE NONE errors are permanent; upsert errors are keyed.
+
+    Upsert (and DEBEZIUM, keyed by the Kafka key with the `after` record as the row, a NULL
+    `after` deleting like a tombstone): a key's value error stands until a later good value
+    or a tombstone; a key that does not decode is keyed by its raw bytes and a NULL key by
+    NULL, each retracted by a NULL value under the same key.
     """
     key_error, value_error = F.col("__key_error"), F.col("__value_error")
+    if desc.envelope == "none":
+        error = (
+            F.when(F.col("value").isNull() & F.col("key").isNotNull(), F.lit(FLAT_VALUE_MISSING))
+            .when(key_error.isNotNull(), F.concat(F.lit("Decode error: "), key_error))
+            .when(value_error.isNotNull(), F.concat(F.lit("Decode error: "), value_error))
+        )
+        code = (
+            F.when(F.col("value").isNull(), F.lit("envelope-flat"))
+            .when(key_error.isNotNull(), F.lit("decode-key"))
+            .otherwise(F.lit("decode-value"))
+        )
+        kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
+        return decoded.select("*", error.alias("__error"), code.alias("__code"), kind.alias("__kind"))
     if desc.envelope == "debezium":
         deleted = F.col("value").isNull() | (
             value_error.isNull() & F.col("value_data")["after"].isNull()
         )
         decoded = decoded.withColumn("value", F.when(~deleted, F.col("value")))
-    propagate = desc.propagate_value_errors
     message = (
         F.when(F.col("key").isNull(), F.lit(UPSERT_NULL_KEY))
         .when(key_error.isNotNull(), F.concat(F.lit("Envelope error: Upsert: Key decode: "), key_error))
         .when(
-            value_error.isNotNull() & F.lit(propagate),
+            value_error.isNotNull() & F.lit(desc.propagate_value_errors),
             F.concat(
                 F.lit("Envelope error: Upsert: Value error: "),
                 value_error,
@@ -196,25 +208,46 @@ def _upsert(decoded: DataFrame, desc: SourceDesc, item: Item) -> Collection:
         .when(key_error.isNotNull(), F.lit("decode-key"))
         .otherwise(F.lit("decode-value"))
     )
-    with_message = decoded.withColumn(
-        "__error", F.when(F.col("value").isNotNull(), message)
+    return decoded.select(
+        "*",
+        F.when(F.col("value").isNotNull(), message).alias("__error"),
+        code.alias("__code"),
+        F.lit("envelope").alias("__kind"),
     )
-    latest = Window.partitionBy("key").orderBy(F.desc("partition"), F.desc("offset"))
-    state = with_message.withColumn("__rank", F.row_number().over(latest)).where(
-        (F.col("__rank") == 1) & F.col("value").isNotNull()
-    )
+
+
+@dataclass
+class SourceParts:
+    """Conditions and projections over `source_messages` rows (for an upsert source, over
+    the rows of its state): whether a row is in oks, in errs, or skipped, and its oks and
+    errs columns."""
+
+    ok: SparkColumn
+    failed: SparkColumn
+    skipped: SparkColumn
+    oks: list[SparkColumn]
+    errs: list[SparkColumn]
+
+
+def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourceParts:
+    failed = F.col("__error").isNotNull()
+    errs = [
+        F.col("__kind").alias("kind"),
+        F.col("__code").alias("code"),
+        F.col("__error").alias("message"),
+        *ERRS_COLUMNS[3:],
+    ]
+    if desc.envelope == "none":
+        skipped = F.col("key").isNull() & F.col("value").isNull()
+        return SourceParts(~skipped & ~failed, ~skipped & failed, skipped, _row_columns(messages, desc, item), errs)
+    value_error = F.col("__value_error")
     inline = None
     if desc.inline_error_column is not None:
-        inline = F.when(
-            value_error.isNotNull(), F.struct(value_error.alias("description"))
-        )
-    good_key = F.col("key").isNotNull() & key_error.isNull()
+        inline = F.when(value_error.isNotNull(), F.struct(value_error.alias("description")))
+    good_key = F.col("key").isNotNull() & F.col("__key_error").isNull()
     shown = good_key & (value_error.isNull() | F.lit(inline is not None))
-    oks = state.where(shown).select(*_row_columns(state, desc, item, inline))
-    kind = F.lit("envelope")
-    errs = _errs(state.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
-    log = _errs(with_message.where(F.col("__error").isNotNull()), kind, code, F.col("__error"))
-    return Collection(oks, errs, with_message, log)
+    oks = _row_columns(messages, desc, item, inline)
+    return SourceParts(shown, failed, F.col("value").isNull(), oks, errs)
 
 
 def _key_repr(decoded: DataFrame, desc: SourceDesc):
@@ -269,7 +302,7 @@ def _side_columns(raw: DataFrame, side: str, fmt: FormatDesc) -> list[SparkColum
     return columns
 
 
-def _lost_ranges(spark: SparkSession, topic: str, lost) -> DataFrame:
+def lost_ranges(spark: SparkSession, topic: str, lost) -> DataFrame:
     rows = [
         (
             "source",
