@@ -9,6 +9,7 @@ are reported — and then refused until it exists.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +45,9 @@ class Result:
 
 
 class Session:
-    """`check_kafka=False` plans sources without asking their brokers whether the topic
-    exists (`sluice plan`, and tests of planning alone)."""
+    """`check_kafka=False` never talks to Kafka for DDL: sources are planned without asking
+    whether their topic exists, and a materialized view's ingestion starts with the first
+    statement that reads data rather than at CREATE (`sluice plan`, tests of planning)."""
 
     def __init__(self, data_dir: str | Path | None = None, *, check_kafka: bool = True) -> None:
         self.check_kafka = check_kafka
@@ -56,8 +58,19 @@ class Session:
         self.data_dir = Path(data_dir)
         self.catalog = DurableCatalog(self.data_dir)
         self.tables = TableStore(self.data_dir)
+        self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
+
+    def _streams(self):
+        if self._live is None:
+            from sluice.render.ingest import Streams  # Spark only when data is needed
+
+            self._live = Streams(self.data_dir)
+        return self._live
 
     def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+            self._live = None
         if self._temporary is not None:
             self._temporary.cleanup()
             self._temporary = None
@@ -86,11 +99,21 @@ class Session:
         current = self.catalog.current
         if isinstance(planned, CreatePlan):
             self.catalog.commit(current.with_items(planned.items))
+            views = [i.id for i in planned.items if i.kind == kinds.MATERIALIZED_VIEW]
+            if views and self.check_kafka:
+                from sluice.render.snapshot import start_ingestion
+
+                # A materialized view runs from its creation: its sources ingest continuously.
+                updated = self.catalog.current
+                start_ingestion(self._streams(), updated, updated.upstream_sources(views))
             return Result(planned.status)
         if isinstance(planned, DropPlan):
             self.catalog.commit(current.without(planned.ids))
             for item_id in planned.ids:
                 self.tables.drop(current.by_id(item_id))
+                if self._live is not None:
+                    self._live.drop(item_id)
+                shutil.rmtree(self.data_dir / "streams" / item_id, ignore_errors=True)
             return Result(planned.status)
         if isinstance(planned, NoticePlan):
             return Result(planned.status, notice=planned.notice)
@@ -101,7 +124,7 @@ class Session:
         if isinstance(planned, WritePlan):
             from sluice.render.snapshot import run_write  # Spark only when data is needed
 
-            return Result(run_write(planned, current, self.tables))
+            return Result(run_write(planned, current, self.tables, {}))
         raise FeatureNotSupported(
             f"executing {planned.status} is not implemented yet",
             span=statement.span,
@@ -110,9 +133,11 @@ class Session:
 
     def _select(self, planned: QueryPlan) -> Result:
         """A snapshot: every source read up to the offsets current when the query starts."""
-        from sluice.render.snapshot import run_snapshot  # Spark only when data is needed
+        from sluice.render.snapshot import live_stores, run_snapshot  # Spark only when needed
 
-        columns, rows = run_snapshot(planned, self.catalog.current, self.tables)
+        current = self.catalog.current
+        stores = live_stores(self._streams(), current, [r.item_id for r in planned.reads])
+        columns, rows = run_snapshot(planned, current, self.tables, stores)
         return Result("SELECT", columns, rows)
 
     def _facts(self, statement: ast.Statement) -> Facts:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sluice.catalog import items as kinds
 from sluice.catalog.codec import decode, encode
 from sluice.catalog.items import Item
 from sluice.errors import CatalogCorrupt
@@ -56,6 +57,34 @@ class Catalog:
 
     def dependents(self, item_id: str) -> list[Item]:
         return [item for item in self.items if item_id in item.depends_on]
+
+    def upstream_sources(self, item_ids: Iterable[str]) -> list[str]:
+        """The sources the given relations read, directly or through views and dead-letter
+        tables, in first-seen order."""
+        found: dict[str, None] = {}
+        pending = list(item_ids)
+        seen: set[str] = set()
+        while pending:
+            item = self.by_id(pending.pop(0))
+            if item.id in seen:
+                continue
+            seen.add(item.id)
+            if item.kind == kinds.SOURCE:
+                found[item.id] = None
+            pending += item.depends_on
+        return list(found)
+
+    def continuous_sources(self) -> set[str]:
+        """Sources ingested continuously rather than read as snapshots: those with a
+        dead-letter table (its rows are stamped and committed with the source's batch) and
+        those a materialized view reads."""
+        continuous = {
+            item.id
+            for item in self.items
+            if item.kind == kinds.SOURCE and item.details.dead_letter_table is not None
+        }
+        views = [item.id for item in self.items if item.kind == kinds.MATERIALIZED_VIEW]
+        return continuous | set(self.upstream_sources(views))
 
     def to_json(self) -> dict:
         return {

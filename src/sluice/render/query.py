@@ -23,6 +23,7 @@ from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
 from sluice.render.types import spark_schema
 from sluice.render.source import Collection, SourceRead, first_error, render_source
+from sluice.render.store import Store
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 
@@ -40,13 +41,18 @@ class QueryRenderer:
     reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
     config: dict = field(default_factory=dict)
     tables: TableStore | None = None
+    # Continuously ingested sources: read from their committed batches, not from Kafka.
+    stored: dict[str, Store] = field(default_factory=dict)
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
 
     def source(self, item_id: str) -> Collection:
         if item_id not in self.collections:
             item = self.catalog.by_id(item_id)
-            collection = render_source(self.spark, item, self.catalog, self.reads(item_id), self.config)
+            if item_id in self.stored:
+                collection = self.stored[item_id].collection(self.spark, item.details)
+            else:
+                collection = render_source(self.spark, item, self.catalog, self.reads(item_id), self.config)
             self.collections[item_id] = collection
         return self.collections[item_id]
 
@@ -68,20 +74,10 @@ class QueryRenderer:
             collection.base.persist()
             return collection.oks, [collection.errs]
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            errs = self.source(item.details.source).log
-            return (
-                errs.select(
-                    F.lit(self.snapshot_ms).alias("mz_timestamp"),
-                    F.col("message").alias("error"),
-                    F.col("code").alias("error_code"),
-                    "partition",
-                    "offset",
-                    "timestamp",
-                    "key",
-                    "value",
-                ),
-                [],
-            )
+            collection = self.source(item.details.source)
+            if collection.dead_letters is not None:
+                return _dead_letter_rows(collection.dead_letters, F.col("mz_timestamp")), []
+            return _dead_letter_rows(collection.log, F.lit(self.snapshot_ms)), []
         if item.kind == kinds.TABLE:
             rows = self.tables.read(item)
             return self.spark.createDataFrame(rows, spark_schema(item.columns)), []
@@ -133,3 +129,16 @@ class QueryRenderer:
     def close(self) -> None:
         for collection in self.collections.values():
             collection.base.unpersist()
+
+
+def _dead_letter_rows(errs: DataFrame, mz_timestamp) -> DataFrame:
+    return errs.select(
+        mz_timestamp.alias("mz_timestamp"),
+        F.col("message").alias("error"),
+        F.col("code").alias("error_code"),
+        "partition",
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+    )

@@ -3,6 +3,7 @@ writes, run on Spark."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -13,11 +14,18 @@ from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, SqlError
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan, WritePlan
+from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
 from sluice.render.source import SourceRead
 from sluice.render.writes import execute_write
 from sluice.render.spark import spark
+from sluice.render.store import Store
 from sluice.tables import TableStore
+
+
+# Seconds a statement waits for continuously ingested sources to reach the offsets that
+# were current when it started (SLUICE_CATCH_UP_TIMEOUT overrides).
+CATCH_UP_TIMEOUT = 120.0
 
 
 class QueryFailed(SqlError):
@@ -52,14 +60,39 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     return SourceRead(tuple(ranges), tuple(lost))
 
 
-def renderer(catalog: Catalog, tables: TableStore) -> QueryRenderer:
-    return QueryRenderer(spark(), catalog, lambda item_id: snapshot_read(catalog, item_id), tables=tables)
+def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:
+    session = spark()
+    for source_id in source_ids:
+        streams.ensure(session, catalog, source_id, lambda s=source_id: snapshot_read(catalog, s), {})
+
+
+def live_stores(
+    streams: Streams, catalog: Catalog, item_ids, also: frozenset = frozenset()
+) -> dict[str, Store]:
+    """The stores of the continuously ingested sources the items read (plus `also`), each
+    caught up with its topic's offsets as they are now: read-your-writes."""
+    continuous = catalog.continuous_sources() | also
+    wanted = [
+        s for s in catalog.upstream_sources(item_ids) if s in continuous or streams.ingested(s)
+    ]
+    start_ingestion(streams, catalog, wanted)
+    timeout = float(os.environ.get("SLUICE_CATCH_UP_TIMEOUT", CATCH_UP_TIMEOUT))
+    for source_id in wanted:
+        read = snapshot_read(catalog, source_id)
+        streams.catch_up(source_id, {p: end for p, start, end in read.ranges if end > start}, timeout)
+    return {s: streams.store(s) for s in wanted}
+
+
+def renderer(catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> QueryRenderer:
+    return QueryRenderer(
+        spark(), catalog, lambda item_id: snapshot_read(catalog, item_id), tables=tables, stored=stores
+    )
 
 
 def run_snapshot(
-    plan: QueryPlan, catalog: Catalog, tables: TableStore
+    plan: QueryPlan, catalog: Catalog, tables: TableStore, stores: dict[str, Store]
 ) -> tuple[tuple[str, ...], list[tuple]]:
-    queries = renderer(catalog, tables)
+    queries = renderer(catalog, tables, stores)
     try:
         frame = queries.run(plan)
         rows = [tuple(_value(v) for v in row) for row in frame.collect()]
@@ -70,8 +103,8 @@ def run_snapshot(
     return tuple(c.name for c in plan.columns), rows
 
 
-def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore) -> str:
-    queries = renderer(catalog, tables)
+def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> str:
+    queries = renderer(catalog, tables, stores)
     try:
         return execute_write(plan, catalog, tables, queries)
     except PySparkException as e:

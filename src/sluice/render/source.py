@@ -38,6 +38,9 @@ class Collection:
     # Every error message ever seen, retracted or not: what a dead-letter table logs and
     # what ERROR TOLERANCE counts. For ENVELOPE NONE it is `errs`.
     log: DataFrame
+    # A continuously ingested source's dead-letter rows, stamped when their micro-batch
+    # was ingested (a snapshot has none: its dead-letter rows derive from `log`).
+    dead_letters: DataFrame | None = None
 
 
 @dataclass(frozen=True)

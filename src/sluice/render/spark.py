@@ -67,6 +67,11 @@ def _build() -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
+        # Upsert state lives in RocksDB (transformWithState requires it).
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
         .getOrCreate()
     )

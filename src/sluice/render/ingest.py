@@ -1,0 +1,277 @@
+"""Continuous ingestion: one Spark streaming query per source, reading its topic once per
+micro-batch and committing the batch's rows, errors and dead-letter rows together (see
+`store`). An upsert source keeps its state — the winning message of every key, errors
+included — in Spark's state store (RocksDB) and emits changes: the message that left the
+state (−) and the one that entered it (+).
+
+`Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
+offsets a query must see (read-your-writes), and stops them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+
+from sluice.catalog.items import Item, SourceDesc
+from sluice.catalog.store import Catalog
+from sluice.errors import SqlError
+from sluice.kafka.reader import NAME
+from sluice.render.source import (
+    ERRS_COLUMNS,
+    SourceRead,
+    lost_ranges,
+    reader_options,
+    source_messages,
+    source_parts,
+    with_decode_errors,
+)
+from sluice.render.store import Store
+
+# How often an idle stream asks Kafka for new offsets.
+TRIGGER = "200 milliseconds"
+
+
+class SourceStreamFailed(SqlError):
+    """A source's ingestion stopped with an error (its broker went away, …)."""
+
+    code = "XX000"
+
+
+class CatchUpTimeout(SqlError):
+    code = "57014"
+
+
+class UpsertState(StatefulProcessor):
+    """Per upsert key (its raw bytes): the winning message's (partition, offset).
+
+    Out, per key and micro-batch: every error message (`__log`, for the dead-letter table
+    and the tolerance count), the old winner leaving the state (`__diff` −1, identity only)
+    and the new one entering it (+1; a tombstone enters nothing), and on the first row the
+    number of messages the key had (`__seen`)."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+
+    def init(self, handle) -> None:
+        self.winner = handle.getValueState("winner", "partition int, offset long")
+
+    def handleInputRows(self, key, rows, timerValues=None):
+        rows = list(rows)
+        out = [self._out(r.asDict(), 0, True) for r in rows if r["__error"] is not None]
+        latest = max(rows, key=lambda r: (r["partition"], r["offset"]))
+        if self.winner.exists():
+            partition, offset = self.winner.get()
+            out.append(self._out({"partition": partition, "offset": offset}, -1, False))
+        if latest["value"] is None:
+            self.winner.clear()
+        else:
+            self.winner.update((latest["partition"], latest["offset"]))
+            out.append(self._out(latest.asDict(), 1, False))
+        if not out:
+            out.append(self._out({}, 0, False))
+        out[0]["__seen"] = len(rows)
+        for values in out:
+            yield Row(**values)
+
+    def _out(self, values: dict, diff: int, log: bool) -> dict:
+        row = {name: values.get(name) for name in self.columns}
+        row.update(__diff=diff, __log=log, __seen=0)
+        return row
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Ingestion:
+    item: Item
+    store: Store
+    query: StreamingQuery | None = None
+    # Ranges retention deleted before a fresh stream could read them: errors of batch 0.
+    lost: tuple = ()
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def desc(self) -> SourceDesc:
+        return self.item.details
+
+    def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead, config: dict) -> None:
+        desc = self.desc
+        fresh = not self.store.exists()
+        if fresh:
+            self.lost = read.lost
+        starts = {str(p): start for p, start, _ in read.ranges}
+        raw = (
+            spark.readStream.format(NAME)
+            .options(**reader_options(desc, catalog, config))
+            .option("start_offsets", json.dumps(starts))
+            .load()
+        )
+        messages = source_messages(with_decode_errors(raw, desc), desc)
+        if desc.envelope != "none":
+            ukey = F.when(F.col("key").isNull(), F.lit(b"\x00")).otherwise(
+                F.concat(F.lit(b"\x01"), F.col("key"))
+            )
+            messages = messages.withColumn("__ukey", ukey)
+            schema = StructType(
+                messages.schema.fields
+                + [
+                    StructField("__diff", IntegerType()),
+                    StructField("__log", BooleanType()),
+                    StructField("__seen", LongType()),
+                ]
+            )
+            messages = messages.groupBy("__ukey").transformWithState(
+                UpsertState(messages.columns), schema, "Append", "None"
+            )
+        self.store.save_schema(self._out(spark, messages, 0, ()).schema)
+        self.query = (
+            messages.writeStream.foreachBatch(lambda batch, n: self._commit(spark, batch, n))
+            .option("checkpointLocation", str(self.store.checkpoint))
+            .trigger(processingTime=TRIGGER)
+            .queryName(f"sluice-source-{self.item.name}-{self.item.id}")
+            .start()
+        )
+
+    def _out(self, spark: SparkSession, messages: DataFrame, ingested_ms: int, lost) -> DataFrame:
+        """One row per (message, kind it goes to): the batch files' rows."""
+        desc = self.desc
+        redirected = desc.dead_letter_table is not None
+        parts = source_parts(messages, desc, self.item)
+        error_kind = "dlq" if redirected else "errs"
+        if desc.envelope == "none":
+            kinds = [
+                F.when(parts.ok, F.lit("oks")),
+                F.when(parts.failed, F.lit(error_kind)),
+                F.when(parts.skipped, F.lit("skip")),
+            ]
+        else:
+            diff, log = F.col("__diff"), F.col("__log")
+            kinds = [
+                F.when((diff == 1) & parts.ok, F.lit("oks")),
+                F.when((diff == 1) & parts.failed & F.lit(not redirected), F.lit("errs")),
+                F.when(diff == -1, F.lit("retract")),
+                F.when(log, F.lit("dlq" if redirected else "log")),
+                F.when(F.col("__seen") > 0, F.lit("seen")),
+            ]
+        seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
+        out = messages.select(
+            F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
+            F.struct(*parts.oks).alias("row"),
+            F.struct(*parts.errs, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+            F.col("partition").alias("__p"),
+            F.col("offset").alias("__o"),
+            seen.alias("__seen"),
+        )
+        if lost:
+            errors = lost_ranges(spark, desc.topic, lost)
+            lost = errors.select(
+                F.explode(F.array(*map(F.lit, self._lost_kinds(error_kind)))).alias("__out"),
+                F.lit(None).cast(out.schema["row"].dataType).alias("row"),
+                F.struct(*ERRS_COLUMNS, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+                F.col("partition").alias("__p"),
+                F.col("offset").alias("__o"),
+                F.lit(None).cast("long").alias("__seen"),
+            )
+            out = out.unionByName(lost)
+        return out
+
+    def _lost_kinds(self, error_kind: str) -> list[str]:
+        if self.desc.envelope == "none" or error_kind == "dlq":
+            return [error_kind]
+        return ["errs", "log"]
+
+    def _commit(self, spark: SparkSession, batch: DataFrame, n: int) -> None:
+        if self.store.commit_record(n) is not None:
+            return  # a replay after a restart: this batch's output is already committed
+        ingested_ms = int(time.time() * 1000)
+        staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
+        written = staging / "out"
+        self._out(spark, batch, ingested_ms, self.lost).write.partitionBy("__out").parquet(str(written))
+        self.store.commit(
+            n, written, ingested_ms, self.desc.dead_letter_table is not None, self.desc.envelope != "none"
+        )
+        shutil.rmtree(staging)
+        self.lost = ()
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+            self.query = None
+
+    def failure(self) -> str | None:
+        if self.query is None:
+            return None
+        error = self.query.exception()
+        return None if error is None else (error.getMessage() if hasattr(error, "getMessage") else str(error))
+
+
+class Streams:
+    """The ingestions of one session, under `<data dir>/streams`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "streams"
+        self.running: dict[str, Ingestion] = {}
+
+    def store(self, item_id: str) -> Store:
+        return Store(self.root / item_id)
+
+    def ingested(self, item_id: str) -> bool:
+        return item_id in self.running or self.store(item_id).exists()
+
+    def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read, config: dict) -> Ingestion:
+        """The source's ingestion, started (or resumed from its checkpoint) if it is not
+        running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
+        ingestion = self.running.get(item_id)
+        if ingestion is None:
+            ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id))
+            ingestion.start(spark, catalog, read(), config)
+            self.running[item_id] = ingestion
+        return ingestion
+
+    def catch_up(self, item_id: str, targets: dict[int, int], timeout: float) -> None:
+        """Wait until the source's stream has committed every offset below `targets`."""
+        ingestion = self.running[item_id]
+        deadline = time.monotonic() + timeout
+        while True:
+            failure = ingestion.failure()
+            if failure is not None:
+                raise SourceStreamFailed(
+                    f'Source error: ingestion of source "{ingestion.item.name}" failed: {failure}'
+                )
+            read = ingestion.store.committed_offsets()
+            behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise CatchUpTimeout(
+                    f'timed out after {timeout:g}s waiting for source "{ingestion.item.name}" '
+                    "to ingest its topic up to the offsets current when the statement started",
+                    detail=", ".join(
+                        f"partition {p}: read {read.get(p, 0)} of {t}" for p, t in sorted(behind.items())
+                    ),
+                )
+            time.sleep(0.05)
+
+    def drop(self, item_id: str) -> None:
+        ingestion = self.running.pop(item_id, None)
+        if ingestion is not None:
+            ingestion.stop()
+        shutil.rmtree(self.root / item_id, ignore_errors=True)
+
+    def close(self) -> None:
+        for ingestion in self.running.values():
+            ingestion.stop()
+        self.running.clear()
