@@ -2,9 +2,10 @@
 
 Each statement goes parse → gather external facts (schema registry look-ups) → plan
 (pure) → apply. DDL changes the catalog in one crash-safe commit; SHOW and EXPLAIN return
-rows; SELECT reads a snapshot of its sources and tables on Spark (started only then), and
-INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE is planned — so its errors
-are reported — and then refused until it exists.
+rows; SELECT reads its sources and tables on Spark (started only then) — a snapshot from
+Kafka, or, for continuously ingested sources, their committed batches once caught up —
+and INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE streams changes
+(`subscribe`); as a statement it returns the current contents.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import ExternalSystemError, FeatureNotSupported, UndefinedObject
+from sluice.errors import ExternalSystemError, FeatureNotSupported, UndefinedObject, WrongObjectType
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import (
     CreatePlan,
@@ -27,6 +28,8 @@ from sluice.plan import (
     Plan,
     QueryPlan,
     RowsPlan,
+    StatisticsPlan,
+    SubscribePlan,
     WritePlan,
     plan,
     registry_subjects,
@@ -121,6 +124,15 @@ class Session:
             return Result(planned.status, planned.columns, list(planned.rows))
         if isinstance(planned, QueryPlan):
             return self._select(planned)
+        if isinstance(planned, StatisticsPlan):
+            from sluice.render.snapshot import source_statistics  # Spark only when needed
+
+            rows = source_statistics(self._streams(), current, planned.source_ids)
+            return Result(planned.status, planned.columns, rows)
+        if isinstance(planned, SubscribePlan):
+            # As a statement, SUBSCRIBE shows the current contents; `subscribe` streams on.
+            changes = self._subscription(planned)
+            return Result(planned.status, changes.columns, changes.snapshot())
         if isinstance(planned, WritePlan):
             from sluice.render.snapshot import run_write  # Spark only when data is needed
 
@@ -130,6 +142,21 @@ class Session:
             span=statement.span,
             detail="the statement was planned successfully",
         )
+
+    def subscribe(self, sql: str):
+        """`SUBSCRIBE x` or `SUBSCRIBE (query)` as an iterator of `(mz_timestamp, mz_diff,
+        columns…)` rows: the current contents, then changes as they are ingested, until
+        `close()`; an error in the relation ends it by raising that error."""
+        statement = parse_one(sql)
+        planned = self.plan(statement)
+        if not isinstance(planned, SubscribePlan):
+            raise WrongObjectType("expected a SUBSCRIBE statement", span=statement.span)
+        return self._subscription(planned)
+
+    def _subscription(self, planned: SubscribePlan):
+        from sluice.render.snapshot import subscription  # Spark only when data is needed
+
+        return subscription(planned.query, self.catalog.current, self.tables, self._streams())
 
     def _select(self, planned: QueryPlan) -> Result:
         """A snapshot: every source read up to the offsets current when the query starts."""

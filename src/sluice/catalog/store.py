@@ -58,9 +58,9 @@ class Catalog:
     def dependents(self, item_id: str) -> list[Item]:
         return [item for item in self.items if item_id in item.depends_on]
 
-    def upstream_sources(self, item_ids: Iterable[str]) -> list[str]:
-        """The sources the given relations read, directly or through views and dead-letter
-        tables, in first-seen order."""
+    def upstream_sources(self, item_ids: Iterable[str], kind: str = kinds.SOURCE) -> list[str]:
+        """The sources (or items of another kind) the given relations read, directly or
+        through views and dead-letter tables, in first-seen order."""
         found: dict[str, None] = {}
         pending = list(item_ids)
         seen: set[str] = set()
@@ -69,7 +69,7 @@ class Catalog:
             if item.id in seen:
                 continue
             seen.add(item.id)
-            if item.kind == kinds.SOURCE:
+            if item.kind == kind:
                 found[item.id] = None
             pending += item.depends_on
         return list(found)

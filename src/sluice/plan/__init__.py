@@ -20,6 +20,7 @@ from sluice.plan.plans import (
     QueryPlan,
     Read,
     RowsPlan,
+    StatisticsPlan,
     SubscribePlan,
     WritePlan,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "Plan",
     "QueryPlan",
     "RowsPlan",
+    "StatisticsPlan",
     "SubscribePlan",
     "WritePlan",
     "plan",
@@ -79,6 +81,8 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
         return introspect.show_columns(statement, catalog)
     if isinstance(statement, ast.ShowCreate):
         return introspect.show_create(statement, catalog)
+    if isinstance(statement, ast.ShowSourceStatistics):
+        return introspect.show_source_statistics(statement, catalog)
     raise FeatureNotSupported(f"{type(statement).__name__} is not supported", span=statement.span)
 
 

@@ -7,7 +7,7 @@ from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
 from sluice.plan.names import resolve
-from sluice.plan.plans import QueryPlan, RowsPlan
+from sluice.plan.plans import QueryPlan, RowsPlan, StatisticsPlan
 from sluice.syntax import ast
 
 _SHOWN_KINDS = {
@@ -59,6 +59,12 @@ def show_columns(statement: ast.ShowColumns, catalog: Catalog) -> RowsPlan:
     item = resolve(catalog, statement.name, *kinds.RELATIONS)
     rows = tuple((c.name, c.nullable, c.type.display()) for c in item.columns)
     return RowsPlan(("name", "nullable", "type"), rows, "SHOW")
+
+
+def show_source_statistics(statement: ast.ShowSourceStatistics, catalog: Catalog) -> StatisticsPlan:
+    if statement.name is not None:
+        return StatisticsPlan((resolve(catalog, statement.name, kinds.SOURCE).id,))
+    return StatisticsPlan(tuple(item.id for item in catalog if item.kind == kinds.SOURCE))
 
 
 def show_create(statement: ast.ShowCreate, catalog: Catalog) -> RowsPlan:

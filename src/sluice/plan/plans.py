@@ -62,6 +62,15 @@ class QueryPlan:
 
 
 @dataclass(frozen=True)
+class StatisticsPlan:
+    """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion."""
+
+    source_ids: tuple[str, ...]
+    columns: tuple[str, ...] = ("source", "messages_read", "errors", "dead_lettered", "last_error_at")
+    status: str = "SHOW"
+
+
+@dataclass(frozen=True)
 class SubscribePlan:
     query: QueryPlan
     status: str = "SUBSCRIBE"
@@ -77,4 +86,6 @@ class WritePlan:
     status: str
 
 
-Plan = CreatePlan | DropPlan | NoticePlan | RowsPlan | QueryPlan | SubscribePlan | WritePlan
+Plan = (
+    CreatePlan | DropPlan | NoticePlan | RowsPlan | QueryPlan | StatisticsPlan | SubscribePlan | WritePlan
+)

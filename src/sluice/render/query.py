@@ -102,6 +102,9 @@ class QueryRenderer:
             )
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[DataFrame]]:
+        if plan.expression is None:  # SUBSCRIBE to a relation by name
+            (read,) = plan.reads
+            return self.relation(read.item_id, read.errors)
         guards: list[DataFrame] = []
         expression = plan.expression.copy()
         views: dict[str, str] = {}

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.errors import PySparkException
 from pyspark.sql.types import VariantVal
 
+from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, SqlError
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
@@ -20,6 +22,7 @@ from sluice.render.source import SourceRead
 from sluice.render.writes import execute_write
 from sluice.render.spark import spark
 from sluice.render.store import Store
+from sluice.render.subscribe import Subscription
 from sluice.tables import TableStore
 
 
@@ -81,6 +84,48 @@ def live_stores(
         read = snapshot_read(catalog, source_id)
         streams.catch_up(source_id, {p: end for p, start, end in read.ranges if end > start}, timeout)
     return {s: streams.store(s) for s in wanted}
+
+
+def source_statistics(streams: Streams, catalog: Catalog, source_ids) -> list[tuple]:
+    """Each source's counters since its ingestion began (which this starts, if needed,
+    and waits on until it has read what its topic holds now)."""
+    stores = live_stores(streams, catalog, source_ids, frozenset(source_ids))
+    rows = []
+    for source_id in source_ids:
+        totals = stores[source_id].totals()
+        last = totals.last_error_ms
+        rows.append(
+            (
+                catalog.by_id(source_id).name,
+                totals.messages,
+                totals.errors,
+                totals.dead_lettered,
+                None if last is None else datetime.fromtimestamp(last / 1000, timezone.utc).replace(tzinfo=None),
+            )
+        )
+    return rows
+
+
+def subscription(plan: QueryPlan, catalog: Catalog, tables: TableStore, streams: Streams) -> Subscription:
+    """A SUBSCRIBE: every source the query reads is ingested continuously, so each of its
+    micro-batches is a point where the query's result may change."""
+    item_ids = [r.item_id for r in plan.reads]
+    stores = live_stores(streams, catalog, item_ids, frozenset(catalog.upstream_sources(item_ids)))
+    table_paths = [tables.path(catalog.by_id(t)) for t in catalog.upstream_sources(item_ids, kinds.TABLE)]
+
+    def version():
+        return (
+            tuple(store.committed()[-1:] for store in stores.values()),
+            tuple(p.stat().st_mtime_ns if p.exists() else None for p in table_paths),
+        )
+
+    def evaluate():
+        commits = [store.last_commit() for store in stores.values()]
+        stamps = [c["ingested_ms"] for c in commits if c is not None]
+        timestamp = max(stamps, default=int(time.time() * 1000))
+        return timestamp, run_snapshot(plan, catalog, tables, stores)[1]
+
+    return Subscription(tuple(c.name for c in plan.columns), evaluate, version)
 
 
 def renderer(catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> QueryRenderer:

@@ -541,6 +541,15 @@ class ShowColumns(Statement):
 
 
 @dataclass(frozen=True)
+class ShowSourceStatistics(Statement):
+    name: ObjectName | None = None  # None: every source
+
+    def to_sql(self) -> str:
+        target = "" if self.name is None else f" FOR {self.name.to_sql()}"
+        return f"SHOW SOURCE STATISTICS{target}"
+
+
+@dataclass(frozen=True)
 class ShowCreate(Statement):
     kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION
     name: ObjectName

@@ -428,6 +428,12 @@ class Builder:
     def show_columns(self, children, span):
         return ast.ShowColumns(children[0], span=span)
 
+    def show_source_statistics(self, children, span):
+        return ast.ShowSourceStatistics(children[0], span=span)
+
+    def statistics_for(self, children, span):
+        return children[0]
+
     def show_create(self, children, span):
         kind, name = children
         return ast.ShowCreate(kind, name, span=span)

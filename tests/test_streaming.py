@@ -1,0 +1,151 @@
+"""Continuous ingestion on the embedded broker and Spark: a materialized view over an
+UPSERT source, the batch SELECT and the reference model agree; dead-letter rows carry
+their micro-batch's ingestion time; SUBSCRIBE streams changes; SHOW SOURCE STATISTICS."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import sluice
+from sluice.kafka.client import watermarks
+from sluice.kafka.embedded import EmbeddedKafka, produce
+from tests.upsert_model import Message, upsert
+
+KEYS = [b"a", b"b", b"c", b"\xff", None]
+VALUES = [b'{"v":1}', b'{"v":2}', b"{bad", None]
+
+
+def partition_of(key: bytes | None) -> int:
+    # A key stays in one partition, as Kafka's partitioner keeps it.
+    return 0 if key in (b"a", b"\xff", None) else 1
+
+
+def send(bootstrap: str, topic: str, pairs) -> list[Message]:
+    """Produce `pairs` in order, each key to its partition; the messages with offsets."""
+    sent = []
+    for partition in (0, 1):
+        chosen = [(k, v) for k, v in pairs if partition_of(k) == partition]
+        start = watermarks(bootstrap, topic, {})[partition][1]
+        produce(bootstrap, topic, chosen, partition=partition)
+        sent += [Message(partition, start + i, k, v) for i, (k, v) in enumerate(chosen)]
+    return sent
+
+
+def source_sql(inline: bool) -> str:
+    errors = "(VALUE DECODING ERRORS = INLINE)" if inline else ""
+    return (
+        "CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT "
+        f"VALUE FORMAT JSON ENVELOPE UPSERT {errors}"
+    )
+
+
+def shown(session: sluice.Session, relation: str, inline: bool) -> set:
+    columns = "key, error, data" if inline else "key, data"
+    rows = session.execute(f"SELECT {columns} FROM {relation}").rows
+    if inline:
+        return {(k, None if e is None else e.description, d) for k, e, d in rows}
+    return set(rows)
+
+
+def observed(session: sluice.Session, inline: bool) -> tuple[set, set]:
+    rows = shown(session, "IGNORE ERRORS s", inline)
+    errors = {m for (m,) in session.execute("SELECT message FROM ONLY ERRORS s").rows}
+    return rows, errors
+
+
+pairs = st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), min_size=1, max_size=10)
+
+
+# Each example runs two sessions and a stream (seconds each): few examples, no shrinking.
+@settings(
+    max_examples=3,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(first=pairs, second=pairs, inline=st.booleans())
+def test_materialized_view_batch_select_and_model_agree(spark, first, second, inline) -> None:
+    with EmbeddedKafka() as kafka, sluice.Session() as live, sluice.Session() as batch:
+        kafka.create_topic("t", 2)
+        for session in (live, batch):
+            session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+            session.execute(source_sql(inline))
+        live.execute(f"CREATE MATERIALIZED VIEW mv AS SELECT {'key, error, data' if inline else 'key, data'} FROM s")
+        sent: list[Message] = []
+        for round_pairs in (first, second):  # the second round updates the stream's state
+            sent += send(kafka.bootstrap, "t", round_pairs)
+            expected = upsert(sent, inline=inline)
+            assert observed(live, inline) == expected
+            assert observed(batch, inline) == expected
+            rows, errors = expected
+            if errors:
+                with pytest.raises(sluice.SqlError) as info:
+                    live.execute("SELECT * FROM mv")
+                assert info.value.message in errors
+            else:
+                assert shown(live, "mv", inline) == rows
+
+
+@pytest.fixture
+def session(spark, kafka):
+    kafka.create_topic("t", 2)
+    with sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        yield session, kafka
+
+
+def test_dead_letter_rows_carry_the_ingestion_time_of_their_batch(session) -> None:
+    session, kafka = session
+    send(kafka.bootstrap, "t", [(b"a", b'{"v":1}'), (b"b", b"{bad")])
+    session.execute(
+        "CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON "
+        "INCLUDE KEY, PARTITION, OFFSET WITH (REDIRECT ERRORS = dlq)"
+    )
+    assert session.execute("SELECT key FROM s").rows == [("a",)]
+    send(kafka.bootstrap, "t", [(b"c", b"{bad"), (b"d", b'{"v":4}')])
+    keys = sorted(session.execute("SELECT key FROM s").rows)
+    assert keys == [("a",), ("d",)]
+    dead = session.execute('SELECT mz_timestamp, key, "partition", "offset" FROM dlq ORDER BY mz_timestamp').rows
+    assert [(k, p, o) for _, k, p, o in dead] == [(b"b", 1, 0), (b"c", 1, 1)]
+    commits = [json.loads(p.read_text()) for p in sorted((session.data_dir / "streams").glob("*/commits/*.json"))]
+    stamps = {c["ingested_ms"] for c in commits}
+    assert {t for t, *_ in dead} <= stamps and dead[0][0] < dead[1][0]
+    statistics = session.execute("SHOW SOURCE STATISTICS FOR s")
+    assert statistics.columns == ("source", "messages_read", "errors", "dead_lettered", "last_error_at")
+    (name, read, errors, dead_lettered, last_error), = statistics.rows
+    assert (name, read, errors, dead_lettered) == ("s", 4, 2, 2)
+    assert int(last_error.timestamp() * 1000) == dead[1][0]
+
+
+def test_subscribe_streams_the_snapshot_then_changes_and_ends_on_an_error(session) -> None:
+    session, kafka = session
+    send(kafka.bootstrap, "t", [(b"a", b'{"v":1}')])
+    session.execute(source_sql(False))
+    result = session.execute("SUBSCRIBE (SELECT key, data FROM s)")
+    assert result.columns == ("mz_timestamp", "mz_diff", "key", "data")
+    assert [row[1:] for row in result.rows] == [(1, "a", '{"v":1}')]
+    changes = session.subscribe("SUBSCRIBE (SELECT key, data FROM s)")
+    assert next(changes)[1:] == (1, "a", '{"v":1}')
+    send(kafka.bootstrap, "t", [(b"a", b'{"v":2}')])
+    update = {next(changes)[1:], next(changes)[1:]}
+    assert update == {(-1, "a", '{"v":1}'), (1, "a", '{"v":2}')}
+    send(kafka.bootstrap, "t", [(b"b", b"{bad")])
+    with pytest.raises(sluice.SqlError, match="Envelope error: Upsert: Value error"):
+        next(changes)
+    changes.close()
+
+
+def test_statistics_count_every_message_of_every_source(session) -> None:
+    session, kafka = session
+    send(kafka.bootstrap, "t", [(b"a", b'{"v":1}'), (b"a", b"{bad"), (None, b'{"v":3}'), (b"b", None)])
+    session.execute(source_sql(False))
+    session.execute(
+        "CREATE SOURCE n FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE KEY"
+    )
+    rows = {r[0]: r[1:4] for r in session.execute("SHOW SOURCE STATISTICS").rows}
+    # upsert: a bad value and a NULL key; none: a bad value and a key without value
+    assert rows == {"s": (4, 2, 0), "n": (4, 2, 0)}
