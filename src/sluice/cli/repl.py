@@ -382,8 +382,9 @@ class Repl:
             self.write(format_error(e, text))
         except Cancelled:
             raise
-        except Exception as e:  # a bug in sluice: say so and keep the session
-            self.write(f"ERROR:  internal error: {type(e).__name__}: {e}")
+        except Exception as e:  # a bug in sluice: say so (its first line) and keep the session
+            first_line = next(iter(str(e).strip().splitlines()), "")
+            self.write(f"ERROR:  internal error: {type(e).__name__}: {first_line}")
         if self.timing:
             self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
 
