@@ -22,12 +22,14 @@ from sluice.cli.repl import (
     SparkStarter,
     candidates,
     is_complete,
+    needs_spark,
     parse_meta,
     stream_rows,
 )
 from sluice.cli.table import result_text
 from sluice.errors import SqlError
 from sluice.session import Session
+from sluice.syntax import parse_one
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -130,6 +132,26 @@ def test_completion_of_meta_commands() -> None:
     assert candidates("\\ti", ["timely"]) == ("\\ti", ["\\timing"])
     assert candidates("\\", [])[1] == ["\\d", "\\timing", "\\i", "\\kafka", "\\?", "\\q"]
     assert candidates("\\d ord", ["orders"]) == ("ord", ["orders"])
+
+
+@pytest.mark.parametrize(
+    "sql, spark",
+    [
+        ("CREATE TABLE t2 (a int)", False),
+        ("CREATE VIEW v AS SELECT a FROM t", False),
+        ("CREATE MATERIALIZED VIEW mv AS SELECT a FROM t", True),
+        ("DROP TABLE t", False),
+        ("SHOW TABLES", False),
+        ("EXPLAIN SELECT a FROM t", False),
+        ("SELECT a FROM t", True),
+        ("INSERT INTO t VALUES (1)", True),
+        ("SUBSCRIBE t", True),
+    ],
+)
+def test_which_statements_wait_for_spark(tmp_path: Path, sql: str, spark: bool) -> None:
+    with Session(tmp_path, check_kafka=False) as session:
+        session.execute("CREATE TABLE t (a int)")
+        assert needs_spark(session.plan(parse_one(sql))) is spark
 
 
 class NoSpark(SparkStarter):

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from sluice.catalog import items as kinds
 from sluice.cli.table import format_table, result_text
 from sluice.errors import ExternalSystemError, SqlError, format_error
-from sluice.plan import CreatePlan, DropPlan, NoticePlan, RowsPlan
+from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan
 from sluice.session import Session
 from sluice.syntax import ast, parse_statement
 from sluice.syntax.keywords import KEYWORDS
@@ -61,9 +61,15 @@ QUERY_WORDS = frozenset(
 )
 COMPLETED_WORDS = KEYWORDS | QUERY_WORDS
 
-# Plans carried out on the catalog alone; anything else reads or writes data on Spark.
-_CATALOG_ONLY = (CreatePlan, DropPlan, NoticePlan, RowsPlan)
 _META = re.compile(r"\\(\S*)\s*(.*?)\s*", re.DOTALL)
+
+
+def needs_spark(planned: Plan) -> bool:
+    """Whether carrying out `planned` reads or writes data (on Spark) rather than changing
+    or reading the catalog alone; a materialized view starts ingesting when created."""
+    if isinstance(planned, CreatePlan):
+        return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
+    return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan))
 
 
 def is_complete(text: str) -> bool:
@@ -369,7 +375,7 @@ class Repl:
         try:
             statement = parse_statement(text, start, end)
             planned = _interruptible(lambda: self.session.plan(statement))
-            if not isinstance(planned, _CATALOG_ONLY):
+            if needs_spark(planned):
                 self._wait_for_spark()
             subscribe = getattr(self.session, "subscribe", None)
             if isinstance(statement, ast.Subscribe) and subscribe is not None:
