@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from sluice.cli.repl import (
@@ -327,6 +328,8 @@ def cancelled(output: str) -> bool:
 
 
 class Terminal:
+    """The REPL's side of a pexpect pseudo-terminal, one input and its output at a time."""
+
     def __init__(self, child) -> None:
         self.child = child
 
@@ -348,7 +351,6 @@ class Terminal:
 
 
 def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
-    pexpect = pytest.importorskip("pexpect")
     from sluice.kafka.embedded import produce
 
     env = {
