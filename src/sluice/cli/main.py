@@ -1,5 +1,8 @@
 """`sluice` — the command-line front door.
 
+`sluice` alone, or `sluice repl [--data-dir DIR] [--broker ADDR] [--master URL]
+[--history-file FILE]`, starts the interactive SQL shell (on an embedded Kafka broker
+unless `--broker` names one).
 `sluice parse [FILE|-] [--ast]` prints each statement's canonical SQL (or its syntax tree);
 `sluice plan [FILE|-]` shows what a script would create and read, without Spark or Kafka.
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
@@ -129,9 +132,24 @@ def cmd_test(args: argparse.Namespace) -> int:
     return run_paths(args.paths, rewrite=args.rewrite)
 
 
+def cmd_repl(args: argparse.Namespace) -> int:
+    from sluice.cli.repl import main as repl  # prompt_toolkit only for the shell
+
+    return repl(args.data_dir, args.broker, args.master, args.history_file)
+
+
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sluice", description=__doc__.splitlines()[0])
     commands = top.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("repl", help="the interactive SQL shell (also: sluice with no command)")
+    p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    p.add_argument("--broker", metavar="ADDR",
+                   help="Kafka bootstrap address (default: start an embedded broker)")
+    p.add_argument("--master", metavar="URL",
+                   help="Spark master (default: $SLUICE_SPARK_MASTER or local[2])")
+    p.add_argument("--history-file", metavar="FILE",
+                   help="where line-editing history is kept (default: ~/.sluice_history)")
+    p.set_defaults(run=cmd_repl)
     p = commands.add_parser("parse", help="print the canonical SQL of a script")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.add_argument("--ast", action="store_true", help="print the syntax tree instead")
@@ -164,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # Output piped into `head` and closed early ends quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["repl", *argv]  # `sluice` alone (or with the shell's flags) is the shell
     args = build_parser().parse_args(argv)
     return args.run(args)
 

@@ -1,0 +1,645 @@
+"""`sluice repl` (and `sluice` alone): the interactive SQL shell.
+
+This module owns the shell: reading statements (prompt_toolkit line editing, history,
+pygments highlighting, completion of keywords and catalog names; a statement ends at a
+top-level `;`), meta-commands (`\\d`, `\\timing`, `\\i`, `\\kafka`, `\\q`, `\\?`), running
+statements so that Ctrl-C cancels them without ending the session, and printing
+SUBSCRIBE changes as they arrive. The prompt comes first: the catalog's `kafka`
+connection and Spark are set up in background threads, and only a statement that needs
+Spark waits for it, with a status line.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from sluice.catalog import items as kinds
+from sluice.cli.table import format_table, result_text
+from sluice.errors import ExternalSystemError, SqlError, format_error
+from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan
+from sluice.session import Session
+from sluice.syntax import ast, parse_statement
+from sluice.syntax.keywords import KEYWORDS
+from sluice.syntax.splitter import find_unterminated, split_statements
+from sluice.values import value_text
+
+PROMPT = "sluice=> "
+CONTINUATION = "sluice-> "
+DEFAULT_HISTORY = Path.home() / ".sluice_history"
+CONNECTION_NAME = "kafka"
+
+META_COMMANDS = {
+    "d": ("\\d [NAME]", "list relations, or the columns of relation NAME"),
+    "timing": ("\\timing [on|off]", "toggle printing how long each statement took"),
+    "i": ("\\i FILE", "run the statements in FILE"),
+    "kafka": ("\\kafka", "show the Kafka broker address in use"),
+    "?": ("\\?", "show this help"),
+    "q": ("\\q", "quit (Ctrl-D too)"),
+}
+HELP = "\n".join(
+    [f"  {usage:<18} {what}" for usage, what in META_COMMANDS.values()]
+    + [
+        "",
+        "  SQL statements end with ';' and may span lines. Ctrl-C cancels a running",
+        "  statement or ends a SUBSCRIBE; at the prompt it clears the line.",
+    ]
+)
+
+# Query bodies are parsed by sqlglot, so the grammar's keywords lack most words of a query.
+QUERY_WORDS = frozenset(
+    """AND ASC BETWEEN CASE CAST CROSS DESC DISTINCT ELSE END EXCEPT FULL HAVING IGNORE INNER
+    INTERSECT IS JOIN LEFT LIKE LIMIT ON ONLY OR ORDER OUTER RIGHT SET THEN UNION WHEN WHERE""".split()
+)
+COMPLETED_WORDS = KEYWORDS | QUERY_WORDS
+
+_META = re.compile(r"\\(\S*)\s*(.*?)\s*", re.DOTALL)
+
+
+def needs_spark(planned: Plan) -> bool:
+    """Whether carrying out `planned` reads or writes data (on Spark) rather than changing
+    or reading the catalog alone; a materialized view starts ingesting when created."""
+    if isinstance(planned, CreatePlan):
+        return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
+    return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan))
+
+
+def is_complete(text: str) -> bool:
+    """Whether Enter should run `text`: a meta-command, nothing, or statements ended by `;`."""
+    stripped = text.strip()
+    if not stripped or stripped.startswith("\\"):
+        return True
+    if find_unterminated(text) is not None:
+        return False
+    pieces = list(split_statements(text))
+    if not pieces:
+        return True  # comments only: nothing to run
+    end = pieces[-1][1]
+    return end < len(text) and text[end] == ";"
+
+
+class Accumulator:
+    """Collects input lines into runnable units: a meta-command line, or a text whose
+    statements are all ended by `;` (used where input is not a terminal)."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    @property
+    def pending(self) -> str:
+        return "\n".join(self._lines)
+
+    def feed(self, line: str) -> str | None:
+        """The unit `line` completes, if any."""
+        if not self._lines and line.strip().startswith("\\"):
+            return line.strip()
+        self._lines.append(line)
+        text = self.pending
+        if not is_complete(text):
+            return None
+        self._lines = []
+        return text if text.strip() else None
+
+
+@dataclass(frozen=True)
+class MetaCommand:
+    name: str  # without the backslash
+    argument: str
+
+
+def parse_meta(line: str) -> MetaCommand:
+    """`\\d  orders ` → MetaCommand("d", "orders")."""
+    match = _META.fullmatch(line.strip())
+    if match is None:
+        raise ValueError(f"not a meta-command: {line!r}")
+    return MetaCommand(match.group(1), match.group(2))
+
+
+def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list[str]]:
+    """The word being completed and what it may become: meta-commands after a leading
+    backslash, catalog names after `\\d`, otherwise catalog names and keywords (in the case
+    the word is typed in)."""
+    meta = re.fullmatch(r"\s*(\\\S*)", text_before_cursor)
+    if meta is not None:
+        word = meta.group(1)
+        return word, [f"\\{name}" for name in META_COMMANDS if f"\\{name}".startswith(word)]
+    found = re.search(r"[\w$]*\Z", text_before_cursor)
+    word = found.group() if found else ""
+    argument_of = re.match(r"\s*\\(\S+)\s", text_before_cursor)
+    if not word or (argument_of is not None and argument_of.group(1) != "d"):
+        return word, []
+    folded = word.lower()
+    matching_names = sorted({n for n in names if n.lower().startswith(folded) and n != word})
+    if argument_of is not None:
+        return word, matching_names
+    lower = word.islower()
+    matching_keywords = sorted(
+        (k.lower() if lower else k)
+        for k in COMPLETED_WORDS
+        if k.lower().startswith(folded) and k.lower() != folded
+    )
+    return word, matching_names + [k for k in matching_keywords if k not in matching_names]
+
+
+class SparkStarter:
+    """Starts sluice's Spark session in a background thread (importing pyspark alone takes
+    seconds), so that the prompt does not wait for it. `factory` makes the session."""
+
+    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
+        self._factory = factory or _sluice_spark
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.session: Any = None
+        self.error: BaseException | None = None
+        self.started_at = 0.0
+        self.took = 0.0
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._ready.clear()
+        self.error = None
+        self.started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="sluice-spark-start", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.session = self._factory()
+        except Exception as e:  # reported to whichever statement waits for Spark
+            self.error = e
+        finally:
+            self.took = time.monotonic() - self.started_at
+            self._ready.set()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the start-up has ended (well or not) within `timeout` seconds."""
+        return self._ready.wait(timeout)
+
+    def check(self) -> None:
+        """Raise the start-up's failure, and let the next statement try again."""
+        if self.error is None:
+            return
+        error, self.error, self._thread = self.error, None, None
+        raise ExternalSystemError(f"cannot start spark: {str(error).strip() or type(error).__name__}")
+
+    def join_group(self, group: str, description: str) -> None:
+        """Put the Spark jobs the calling thread starts from now on into `group`."""
+        if self.session is not None:
+            self.session.sparkContext.setJobGroup(group, description[:200], interruptOnCancel=True)
+
+    def cancel_group(self, group: str, worker: threading.Thread) -> None:
+        """Cancel `group`'s jobs, and keep cancelling them while `worker` still runs: a
+        statement interrupted between two jobs (reading Kafka offsets, planning) would
+        otherwise start its next one after the cancel, unseen and unstoppable."""
+        if self.session is None:
+            return
+        context = self.session.sparkContext
+
+        def cancel() -> None:
+            while True:
+                try:
+                    context.cancelJobGroup(group)
+                except Exception:  # a JVM that is going away has no jobs left to cancel
+                    return
+                worker.join(0.5)
+                if not worker.is_alive():
+                    return
+
+        threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
+
+
+def _sluice_spark() -> Any:
+    # Imported here: only render/ imports pyspark, and importing it is slow.
+    from sluice.render.spark import spark
+
+    return spark()
+
+
+class Cancelled(Exception):
+    """The user pressed Ctrl-C while a statement ran."""
+
+
+def _interruptible(
+    work: Callable[[], Any], on_interrupt: Callable[[threading.Thread], None] | None = None
+) -> Any:
+    """`work()` run in a worker thread, so that Ctrl-C reaches this (the main) thread at
+    once: it calls `on_interrupt(worker)` and raises `Cancelled`; the worker's outcome is
+    dropped."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the waiting thread
+            outcome["error"] = e
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="sluice-statement", daemon=True)
+    worker.start()
+    try:
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt(worker)
+        raise Cancelled from None
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def stream_rows(subscription: Any, write: Callable[[str], None], poll: float = 0.1) -> None:
+    """Print a subscription's header, then each change as it arrives, tab-separated, until
+    it ends, fails (`SqlError`, raised here) or Ctrl-C closes it (raises `Cancelled`)."""
+    changes: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for row in subscription:
+                changes.put(("row", row))
+            changes.put(("end", None))
+        except BaseException as e:  # handed to the printing thread
+            changes.put(("error", e))
+
+    write("\t".join(subscription.columns))
+    threading.Thread(target=pump, name="sluice-subscribe", daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, item = changes.get(timeout=poll)
+            except queue.Empty:
+                continue
+            if kind == "row":
+                write("\t".join(value_text(v) for v in item))
+            elif kind == "error":
+                raise item
+            else:
+                return
+    except KeyboardInterrupt:
+        raise Cancelled from None
+    finally:
+        subscription.close()
+
+
+class Repl:
+    """One shell session over `session`, with `broker` the Kafka address in use."""
+
+    def __init__(
+        self,
+        session: Session,
+        broker: str,
+        *,
+        embedded: bool,
+        spark: SparkStarter | None = None,
+        out: TextIO | None = None,
+    ) -> None:
+        self.session = session
+        self.broker = broker
+        self.embedded = embedded
+        self.spark = spark or SparkStarter()
+        self.out = out or sys.stdout
+        self.timing = False
+        self._statements = 0
+        self._setup_done = threading.Event()
+        self._setup_done.set()
+        self._setup_error: SqlError | None = None
+
+    def write(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def banner_lines(self, version: str, *, spark_now: bool = True) -> list[str]:
+        where = "embedded broker" if self.embedded else "broker"
+        lines = [f"sluice {version}: type \\? for help, \\q to quit", f"kafka: {where} at {self.broker}"]
+        existing = self.session.catalog.current.get(CONNECTION_NAME)
+        if existing is None:
+            lines.append(f"  connection {CONNECTION_NAME} points at it: "
+                         f"CREATE SOURCE … FROM KAFKA CONNECTION {CONNECTION_NAME} (TOPIC '…')")
+        elif existing.kind != kinds.CONNECTION or self.broker not in existing.details.brokers:
+            lines.append(f"  note: catalog item {CONNECTION_NAME} already exists and does not "
+                         f"point at this broker; CREATE CONNECTION … TO KAFKA (BROKER '{self.broker}')")
+        master = os.environ.get("SLUICE_SPARK_MASTER", "local[2]")
+        when = "starting in the background" if spark_now else "started when a statement needs it"
+        lines.append(f"spark: {when} ({master})")
+        return lines
+
+    def start_background(self, *, spark_now: bool = True) -> None:
+        """Create the `kafka` connection (building the parser, a third of a second) and
+        start Spark, off the thread that shows the prompt."""
+        if self.session.catalog.current.get(CONNECTION_NAME) is None:
+            self._setup_done.clear()
+            threading.Thread(target=self._create_connection, name="sluice-setup", daemon=True).start()
+        if spark_now:
+            self.spark.start()
+
+    def _create_connection(self) -> None:
+        try:
+            self.session.execute(
+                f"CREATE CONNECTION {CONNECTION_NAME} TO KAFKA (BROKER '{self.broker}')"
+            )
+        except SqlError as e:  # shown before the next statement runs
+            self._setup_error = e
+        finally:
+            self._setup_done.set()
+
+    def handle(self, text: str) -> bool:
+        """Run what Enter accepted: a meta-command or statements. False means quit."""
+        stripped = text.strip()
+        try:
+            if stripped.startswith("\\"):
+                return self.meta(parse_meta(stripped))
+            self.run_script(text)
+        except (Cancelled, KeyboardInterrupt):
+            self.write("cancelled")
+        return True
+
+    def run_script(self, text: str) -> None:
+        """Each statement in turn; an error does not stop the rest (Ctrl-C does)."""
+        for start, end in split_statements(text):
+            self.run_statement(text, start, end)
+
+    def run_statement(self, text: str, start: int, end: int) -> None:
+        self._wait_for_setup()
+        began = time.perf_counter()
+        try:
+            statement = parse_statement(text, start, end)
+            planned = _interruptible(lambda: self.session.plan(statement))
+            if needs_spark(planned):
+                self._wait_for_spark()
+            subscribe = getattr(self.session, "subscribe", None)
+            if isinstance(statement, ast.Subscribe) and subscribe is not None:
+                self._subscribe(subscribe, text[start:end].strip())
+            else:
+                own_text = text[start:end]
+                result = self._on_spark(own_text, lambda: self.session.apply(planned, statement))
+                self.write(result_text(result))
+        except SqlError as e:
+            self.write(format_error(e, text))
+        except Cancelled:
+            raise
+        except Exception as e:  # a bug in sluice: say so (its first line) and keep the session
+            first_line = next(iter(str(e).strip().splitlines()), "")
+            self.write(f"ERROR:  internal error: {type(e).__name__}: {first_line}")
+        if self.timing:
+            self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
+
+    def _on_spark(
+        self,
+        text: str,
+        work: Callable[[], Any],
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> Any:
+        """`work()` with its Spark jobs in a group of their own, which Ctrl-C cancels."""
+        self._statements += 1
+        group = f"sluice-repl-{self._statements}"
+
+        def grouped() -> Any:
+            self.spark.join_group(group, text)
+            return work()
+
+        def interrupt(worker: threading.Thread) -> None:
+            if on_interrupt is not None:
+                on_interrupt()
+            self.spark.cancel_group(group, worker)
+
+        return _interruptible(grouped, interrupt)
+
+    def _subscribe(self, subscribe: Callable[[str], Any], text: str) -> None:
+        """Print the changes of `session.subscribe(text)` until Ctrl-C or its end. A
+        subscription that Ctrl-C overtook while it started is closed as soon as it exists."""
+        lock = threading.Lock()
+        state: dict[str, Any] = {"cancelled": False, "subscription": None}
+
+        def start() -> Any:
+            subscription = subscribe(text)
+            with lock:
+                state["subscription"] = subscription
+                late = state["cancelled"]
+            if late:
+                subscription.close()
+            return subscription
+
+        def interrupt() -> None:
+            with lock:
+                state["cancelled"] = True
+                subscription = state["subscription"]
+            if subscription is not None:
+                subscription.close()
+
+        try:
+            stream_rows(self._on_spark(text, start, interrupt), self.write)
+        except SqlError as e:
+            self.write(format_error(e, text))
+
+    def _wait_for_setup(self) -> None:
+        if not self._setup_done.is_set():
+            try:
+                while not self._setup_done.wait(0.1):
+                    pass
+            except KeyboardInterrupt:
+                raise Cancelled from None
+        if self._setup_error is not None:
+            error, self._setup_error = self._setup_error, None
+            self.write(format_error(error))
+
+    def _wait_for_spark(self) -> None:
+        """Block until Spark is up, showing that (and for how long) the statement waits."""
+        self.spark.start()  # again, after a failed start
+        if not self.spark.wait(0):
+            tty = self.out.isatty()
+            self.out.write("starting Spark…" + ("" if tty else "\n"))
+            self.out.flush()
+            shown = 0
+            try:
+                while not self.spark.wait(0.2):
+                    waited = int(time.monotonic() - self.spark.started_at)
+                    if tty and waited != shown:
+                        shown = waited
+                        self.out.write(f"\rstarting Spark… {waited} s")
+                        self.out.flush()
+            except KeyboardInterrupt:
+                if tty:
+                    self.out.write("\n")
+                raise Cancelled from None
+            if tty:
+                self.out.write("\r\x1b[K")
+            self.write(f"Spark is ready (started in {self.spark.took:.1f} s)")
+        self.spark.check()
+
+    def meta(self, command: MetaCommand) -> bool:
+        name, argument = command.name, command.argument
+        if name in ("q", "quit"):
+            return False
+        if name == "?":
+            self.write(HELP)
+        elif name == "d":
+            self._describe(argument)
+        elif name == "timing":
+            self._set_timing(argument)
+        elif name == "i":
+            self._include(argument)
+        elif name == "kafka":
+            self.write(self.broker)
+        else:
+            self.write(f"invalid command \\{name}; try \\? for help")
+        return True
+
+    def _describe(self, name: str) -> None:
+        self._wait_for_setup()
+        if not name:
+            relations = sorted(
+                (item.name, item.kind)
+                for item in self.session.catalog.current
+                if item.kind in kinds.RELATIONS
+            )
+            if not relations:
+                self.write("Did not find any relations.")
+                return
+            self.write("List of relations")
+            self.write(format_table(("name", "type"), relations))
+            return
+        try:
+            result = self.session.execute(f"SHOW COLUMNS FROM {name}")
+        except SqlError as e:
+            self.write(format_error(e))
+            return
+        self.write(result_text(result))
+
+    def _set_timing(self, argument: str) -> None:
+        choice = argument.lower()
+        if choice not in ("", "on", "off"):
+            self.write(f"\\timing: unrecognized value \"{argument}\"; expected on or off")
+            return
+        self.timing = not self.timing if not choice else choice == "on"
+        self.write(f"Timing is {'on' if self.timing else 'off'}.")
+
+    def _include(self, argument: str) -> None:
+        if not argument:
+            self.write("\\i: missing required argument")
+            return
+        path = Path(argument).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            self.write(f"\\i: cannot read {argument}: {e.strerror or e}")
+            return
+        self.run_script(text)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sluice")
+    except PackageNotFoundError:
+        return "(development)"
+
+
+def _prompt_session(repl: Repl, history_file: Path):
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.application import get_app
+    from prompt_toolkit.completion import Completer, Completion
+    from prompt_toolkit.filters import Condition
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.lexers import PygmentsLexer
+    from pygments.lexers.sql import PostgresLexer
+
+    class SqlCompleter(Completer):
+        def get_completions(self, document, complete_event):
+            names = [item.name for item in repl.session.catalog.current]
+            word, found = candidates(document.text_before_cursor, names)
+            for candidate in found:
+                yield Completion(candidate, start_position=-len(word))
+
+    history_file.parent.mkdir(parents=True, exist_ok=True)
+    return PromptSession(
+        PROMPT,
+        multiline=Condition(lambda: not is_complete(get_app().current_buffer.text)),
+        prompt_continuation=lambda width, line_number, soft_wrap: CONTINUATION.rjust(width),
+        history=FileHistory(str(history_file)),
+        lexer=PygmentsLexer(PostgresLexer),
+        completer=SqlCompleter(),
+        complete_while_typing=False,
+        enable_history_search=False,
+    )
+
+
+def interact(repl: Repl, history_file: Path) -> None:
+    prompt = _prompt_session(repl, history_file)
+
+    def first_render(app) -> None:
+        # The background work competes for the interpreter: let the prompt show first.
+        prompt.app.after_render -= first_render
+        repl.start_background()
+
+    prompt.app.after_render += first_render
+    while True:
+        try:
+            text = prompt.prompt()
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            return
+        if not repl.handle(text):
+            return
+
+
+def read_lines(repl: Repl, lines: Iterable[str]) -> None:
+    """Input that is not a terminal: the same statements and meta-commands, no prompt."""
+    pending = Accumulator()
+    for line in lines:
+        unit = pending.feed(line.rstrip("\n"))
+        if unit is not None and not repl.handle(unit):
+            return
+    if pending.pending.strip():
+        repl.handle(pending.pending)
+
+
+def main(
+    data_dir: str | None,
+    broker: str | None,
+    master: str | None,
+    history_file: str | None,
+) -> int:
+    if master:
+        os.environ["SLUICE_SPARK_MASTER"] = master
+    kafka = None
+    try:
+        if broker is None:
+            from sluice.kafka.embedded import EmbeddedKafka
+
+            kafka = EmbeddedKafka()
+            broker = kafka.bootstrap
+        session = Session(data_dir)
+    except SqlError as e:
+        print(format_error(e), file=sys.stderr)
+        if kafka is not None:
+            kafka.close()
+        return 1
+    interactive = sys.stdin.isatty()
+    with session:
+        repl = Repl(session, broker, embedded=kafka is not None)
+        for line in repl.banner_lines(_version(), spark_now=interactive):
+            repl.write(line)
+        try:
+            if interactive:
+                interact(repl, Path(history_file) if history_file else DEFAULT_HISTORY)
+            else:
+                # Piped input may never need Spark; start it only if a statement does.
+                repl.start_background(spark_now=False)
+                read_lines(repl, sys.stdin)
+        finally:
+            if kafka is not None:
+                kafka.close()
+    return 0
