@@ -204,11 +204,11 @@ class Session:
             return  # the planner reports these
         if connection.details.connection_type != kinds.KAFKA:
             return
-        from sluice.kafka.client import KafkaReadError, TopicMissing, watermarks
+        from sluice.kafka.client import KafkaReadError, TopicMissing, connection_config, watermarks
 
         brokers = ",".join(connection.details.brokers)
         try:
-            watermarks(brokers, topic.value, {})
+            watermarks(brokers, topic.value, connection_config(connection.details.properties))
         except TopicMissing:
             raise UndefinedObject(
                 "Topic does not exist",

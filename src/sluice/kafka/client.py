@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from sluice.errors import FeatureNotSupported
+
 METADATA_TIMEOUT_SECONDS = 10.0
 
 
@@ -17,6 +19,35 @@ class KafkaReadError(RuntimeError):
 
 class TopicMissing(KafkaReadError):
     pass
+
+
+# CREATE CONNECTION … TO KAFKA options → librdkafka configuration properties.
+_CLIENT_PROPERTIES = {
+    "SECURITY PROTOCOL": "security.protocol",
+    "SASL MECHANISMS": "sasl.mechanisms",
+    "SASL USERNAME": "sasl.username",
+    "SASL PASSWORD": "sasl.password",
+    "SSL CERTIFICATE AUTHORITY": "ssl.ca.pem",
+    "SSL CERTIFICATE": "ssl.certificate.pem",
+    "SSL KEY": "ssl.key.pem",
+}
+
+
+def connection_config(properties: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The client configuration of a Kafka connection's options (name, canonical SQL).
+    A `SECRET name` value cannot be resolved: sluice has no secret store."""
+    config = {}
+    for name, sql in properties:
+        key = _CLIENT_PROPERTIES.get(name)
+        if key is None:
+            continue
+        if sql.upper().startswith("SECRET "):
+            raise FeatureNotSupported(
+                f"{name} refers to a secret, and sluice has no secret store",
+                hint="give the value as a string",
+            )
+        config[key] = sql[1:-1].replace("''", "'") if sql.startswith("'") else sql.upper()
+    return config
 
 
 def consumer(bootstrap: str, config: dict) -> Consumer:

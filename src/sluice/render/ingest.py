@@ -107,7 +107,7 @@ class Ingestion:
     def desc(self) -> SourceDesc:
         return self.item.details
 
-    def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead, config: dict) -> None:
+    def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead) -> None:
         desc = self.desc
         fresh = not self.store.exists()
         if fresh:
@@ -115,7 +115,7 @@ class Ingestion:
         starts = {str(p): start for p, start, _ in read.ranges}
         raw = (
             spark.readStream.format(NAME)
-            .options(**reader_options(desc, catalog, config))
+            .options(**reader_options(desc, catalog))
             .option("start_offsets", json.dumps(starts))
             .load()
         )
@@ -231,13 +231,13 @@ class Streams:
     def ingested(self, item_id: str) -> bool:
         return item_id in self.running or self.store(item_id).exists()
 
-    def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read, config: dict) -> Ingestion:
+    def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read) -> Ingestion:
         """The source's ingestion, started (or resumed from its checkpoint) if it is not
         running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
         ingestion = self.running.get(item_id)
         if ingestion is None:
             ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id))
-            ingestion.start(spark, catalog, read(), config)
+            ingestion.start(spark, catalog, read())
             self.running[item_id] = ingestion
         return ingestion
 

@@ -39,7 +39,6 @@ class QueryRenderer:
     spark: SparkSession
     catalog: Catalog
     reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
-    config: dict = field(default_factory=dict)
     tables: TableStore | None = None
     # Continuously ingested sources: read from their committed batches, not from Kafka.
     stored: dict[str, Store] = field(default_factory=dict)
@@ -52,7 +51,7 @@ class QueryRenderer:
             if item_id in self.stored:
                 collection = self.stored[item_id].collection(self.spark, item.details)
             else:
-                collection = render_source(self.spark, item, self.catalog, self.reads(item_id), self.config)
+                collection = render_source(self.spark, item, self.catalog, self.reads(item_id))
             self.collections[item_id] = collection
         return self.collections[item_id]
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import VariantVal
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, SqlError
-from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
+from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
@@ -43,13 +43,14 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     connection = catalog.by_id(desc.connection).details
     brokers = ",".join(connection.brokers)
     try:
-        marks = watermarks(brokers, desc.topic, {})
+        config = connection_config(catalog.by_id(desc.connection).details.properties)
+        marks = watermarks(brokers, desc.topic, config)
         starts = {p: 0 for p in marks}
         if desc.start_timestamp is not None:
             at = desc.start_timestamp
             if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
                 at += int(time.time() * 1000)
-            starts = offsets_for_timestamp(brokers, desc.topic, {}, at, marks)
+            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks)
         starts.update(enumerate(desc.start_offsets))
     except KafkaReadError as e:
         raise ExternalSystemError(f"Source error: {catalog.by_id(item_id).name}: {e}") from None
@@ -66,7 +67,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
 def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:
     session = spark()
     for source_id in source_ids:
-        streams.ensure(session, catalog, source_id, lambda s=source_id: snapshot_read(catalog, s), {})
+        streams.ensure(session, catalog, source_id, lambda s=source_id: snapshot_read(catalog, s))
 
 
 def live_stores(

@@ -20,6 +20,7 @@ from pyspark.sql.window import Window
 
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
 from sluice.catalog.store import Catalog
+from sluice.kafka.client import connection_config
 from sluice.kafka.reader import NAME
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
@@ -67,13 +68,11 @@ def decode_spec(fmt: FormatDesc, registry_url: str | None) -> dict | None:
     return None
 
 
-def render_source(
-    spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead, config: dict
-) -> Collection:
+def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead) -> Collection:
     desc: SourceDesc = item.details
     raw = (
         spark.read.format(NAME)
-        .options(**reader_options(desc, catalog, config))
+        .options(**reader_options(desc, catalog))
         .option("ranges", json.dumps([list(r) for r in read.ranges]))
         .load()
     )
@@ -104,7 +103,7 @@ def render_source(
     return collection
 
 
-def reader_options(desc: SourceDesc, catalog: Catalog, config: dict) -> dict[str, str]:
+def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     """The `sluice_kafka` options that read and decode the source's topic."""
     connection = catalog.by_id(desc.connection).details
     decode = {}
@@ -118,7 +117,7 @@ def reader_options(desc: SourceDesc, catalog: Catalog, config: dict) -> dict[str
     return {
         "bootstrap": ",".join(connection.brokers),
         "topic": desc.topic,
-        "config": json.dumps(config),
+        "config": json.dumps(connection_config(connection.properties)),
         "decode": json.dumps(decode),
     }
 
