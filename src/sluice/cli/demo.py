@@ -24,6 +24,12 @@ ORDERS = [
     (b"1006", {"customer": "barbara", "amount": 7.25}),
 ]
 CLICKS = [b"/home", b"/cart", b"\xc3\x28", b"/checkout"]
+CUSTOMERS = [
+    (b"ada", b'{"tier": "gold"}'),
+    (b"grace", b'{"tier": "silver"}'),
+    (b"edsger", b'{"tier": oops}'),  # a bad value: an inline error on edsger's row
+    (b"barbara", b'{"tier": "gold"}'),
+]
 
 
 def say(text: str) -> None:
@@ -73,8 +79,33 @@ def main() -> int:
         run(session, "SELECT count(*) FROM IGNORE ERRORS clicks")
         run(session, "SELECT message FROM ONLY ERRORS clicks")
 
+        say("customers: an upsert source; a bad value becomes an inline error on its key's row")
+        kafka.create_topic("customers", 1)
+        produce(kafka.bootstrap, "customers", CUSTOMERS)
+        run(
+            session,
+            "CREATE SOURCE customers FROM KAFKA CONNECTION kafka (TOPIC 'customers') "
+            "KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT (VALUE DECODING ERRORS = INLINE) "
+            "WITH (TIMELINE = 'shop')",
+        )
+        run(session, "SELECT key, error, data FROM customers ORDER BY key")
+        say("a materialized view joins orders with customers; it runs continuously from now on")
+        run(
+            session,
+            "CREATE MATERIALIZED VIEW order_tiers AS "
+            "SELECT o.key AS order_id, c.key AS customer, c.data->>'tier' AS tier, "
+            "c.error IS NOT NULL AS customer_broken "
+            "FROM orders AS o JOIN customers AS c ON c.key = o.data->>'customer'",
+        )
+        run(session, "SELECT * FROM order_tiers ORDER BY order_id")
+        say("a corrected value for edsger arrives: the inline error is retracted")
+        produce(kafka.bootstrap, "customers", [(b"edsger", b'{"tier": "bronze"}')])
+        run(session, "SELECT * FROM order_tiers ORDER BY order_id")
+
         say("orders are on timeline 'shop', clicks on wall-clock time: one dataflow cannot mix them")
         run(session, "SELECT * FROM orders JOIN IGNORE ERRORS clicks ON true")
         run(session, "EXPLAIN TIMELINE FOR SELECT key FROM orders")
+        say("every source's counters, from its continuous ingestion")
+        run(session, "SHOW SOURCE STATISTICS")
         say("done: every message is accounted for — in the source, its dead-letter table, or an error")
     return 0

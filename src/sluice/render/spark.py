@@ -14,6 +14,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from sluice.kafka.reader import KafkaDataSource
@@ -33,9 +34,17 @@ def spark() -> SparkSession:
             with _stderr_to(spark_log_path()):
                 session = _build()
             session.sparkContext.setLogLevel("ERROR")
+            _quiet_query_context_loggers()
             session.dataSource.register(KafkaDataSource)
             _session = session
         return _session
+
+
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs every failed query as a JSON line on stderr; sluice reports (or
+    translates) those errors itself, so the user sees each once, in its own words."""
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
 
 
 def spark_log_path() -> Path:
