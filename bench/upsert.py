@@ -84,8 +84,8 @@ class Latest(StatefulProcessor):
             diff=1,
             partition=newest.partition,
             offset=newest.offset,
-            id=None if data is None else data.id,
-            balance=None if data is None else data.balance,
+            id=None if data is None else data["id"],
+            balance=None if data is None else data["balance"],
             error=newest.value_error,
         )
 
