@@ -1,9 +1,10 @@
 """A planned query over catalog relations → one Spark DataFrame, checked against errs.
 
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
-`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. If any collection
-read without `IGNORE ERRORS` has errors, the query fails with the first of them
-(deterministically chosen), whatever its WHERE clause says.
+`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. The query's own
+fallible expressions add errs of their own (`evaluation`). If any collection read without
+`IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
+chosen: by source, then by partition and offset within one), whatever its WHERE says.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
 from sluice.render.types import spark_schema
-from sluice.render.source import Collection, SourceRead, first_error, render_source
+from sluice.render import evaluation
+from sluice.render.evaluation import MESSAGE
+from sluice.render.semantics import spark_sql
+from sluice.render.source import Collection, SourceRead, render_source
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 
@@ -120,16 +124,35 @@ class QueryRenderer:
             if table.name in views:
                 table.set("this", exp.to_identifier(views[table.name]))
                 table.set(ERRORS_MODIFIER, None)
-        return self.spark.sql(expression.sql(dialect="spark")), guards
+        checked = evaluation.check(expression)
+        guards += [self.spark.sql(spark_sql(errors)) for errors in checked.errors]
+        return self.spark.sql(spark_sql(checked.query)), guards
 
     def run(self, plan: QueryPlan) -> DataFrame:
         frame, guards = self.query(plan)
-        for errs in guards:
-            message = first_error(errs)
-            if message is not None:
-                raise SourceDataError(message)
+        message = _first_error(guards)
+        if message is not None:
+            raise SourceDataError(message)
         return frame
 
     def close(self) -> None:
         for collection in self.collections.values():
             collection.base.unpersist()
+
+
+def _first_error(guards: list[DataFrame]) -> str | None:
+    """The error a query guarded by `guards` fails with, found in one Spark job: the first
+    guard's first error (`first_error`'s order within a source's errs, then text)."""
+    if not guards:
+        return None
+    keys = ("kind", "partition", "offset")
+    union = None
+    for index, errs in enumerate(guards):
+        row = errs.select(
+            F.lit(index).alias("guard"),
+            *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
+            F.col(MESSAGE).alias("message"),
+        )
+        union = row if union is None else union.unionByName(row)
+    first = union.orderBy("guard", *keys, "message").select("message").first()
+    return None if first is None else first.message
