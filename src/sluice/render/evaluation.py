@@ -42,6 +42,7 @@ _PARSED = {
     exp.DataType.Type.DATE: "date",
     exp.DataType.Type.TIMESTAMP: "timestamp",
     exp.DataType.Type.TIMESTAMPTZ: "timestamp with time zone",
+    exp.DataType.Type.JSONB: "json",
 }
 _NUMBERS = {*_INTEGERS, exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
 _TEXT = {*exp.DataType.TEXT_TYPES, exp.DataType.Type.UNKNOWN}
@@ -266,6 +267,8 @@ def _syntax_message(value: exp.Expression, target: exp.DataType.Type) -> exp.Exp
     """PostgreSQL's complaint about text that is not a `target`: out of range for an
     integer that does not fit, invalid input syntax otherwise."""
     name = _PARSED[target]
+    if target == exp.DataType.Type.JSONB:  # PostgreSQL puts the culprit in a DETAIL
+        return text(f"invalid input syntax for type {name}")
     shown = exp.cast(value.copy(), exp.DataType.Type.TEXT)
     syntax = exp.func(
         "concat", text(f"invalid input syntax for type {name}: \""), shown, exp.Literal.string('"')

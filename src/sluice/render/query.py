@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
+from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
@@ -117,8 +119,10 @@ class QueryRenderer:
             frame, read_guards = self.relation(read.item_id, read.errors)
             guards += read_guards
             name = f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
-            frame.createOrReplaceTempView(name)
             item = self.catalog.by_id(read.item_id)
+            if item.kind == kinds.TABLE:  # jsonb is stored as text, queried as a VARIANT
+                frame = frame.select(*(_queried(c) for c in item.columns))
+            frame.createOrReplaceTempView(name)
             views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
         for table in expression.find_all(exp.Table):
             if table.name in views:
@@ -138,6 +142,11 @@ class QueryRenderer:
     def close(self) -> None:
         for collection in self.collections.values():
             collection.base.unpersist()
+
+
+def _queried(column: Column) -> SparkColumn:
+    value = F.col("`" + column.name.replace("`", "``") + "`")
+    return F.parse_json(value).alias(column.name) if column.type.name == "jsonb" else value
 
 
 def _first_error(guards: list[DataFrame]) -> str | None:

@@ -7,11 +7,15 @@ replacement of the table's file.
 
 from __future__ import annotations
 
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
+from sluice.catalog.types import Column
 from sluice.errors import SqlError, UndefinedColumn
 from sluice.plan.plans import WritePlan
 from sluice.plan.queries import plan_query
@@ -79,12 +83,13 @@ def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: Quer
     columns = []
     for column in item.columns:
         if column.name in produced:
-            value = F.col(f"`{produced[column.name]}`")
+            value = _stored(frame, produced[column.name], column)
         elif column.name in defaults:
             value = F.expr(exp.maybe_parse(defaults[column.name], dialect=Sluice).sql(dialect="spark"))
+            value = value.cast(spark_type(column.type))
         else:
-            value = F.lit(None)
-        columns.append(value.cast(spark_type(column.type)).alias(column.name))
+            value = F.lit(None).cast(spark_type(column.type))
+        columns.append(value.alias(column.name))
     rows = [tuple(r) for r in frame.select(*columns).collect()]
     _check_not_null(item, rows)
     return rows
@@ -105,8 +110,16 @@ def _select(item: Item, columns: list[exp.Expression], where) -> exp.Select:
 def _run(query: exp.Select, item: Item, catalog: Catalog, renderer: QueryRenderer) -> list[tuple]:
     planned = plan_query(QueryBody(query.sql(dialect=Sluice), query), catalog)
     frame = renderer.run(planned)
-    casts = [F.col(f"`{name}`").cast(spark_type(c.type)) for name, c in zip(frame.columns, item.columns)]
+    casts = [_stored(frame, name, c) for name, c in zip(frame.columns, item.columns)]
     return [tuple(r) for r in frame.select(*casts).collect()]
+
+
+def _stored(frame: DataFrame, name: str, column: Column) -> SparkColumn:
+    """A result column as the table stores it (a jsonb VARIANT as its JSON text)."""
+    value = F.col(f"`{name}`")
+    if isinstance(frame.schema[name].dataType, T.VariantType):
+        return F.to_json(value)
+    return value.cast(spark_type(column.type))
 
 
 def _count(item: Item, condition: exp.Expression, catalog: Catalog, renderer: QueryRenderer) -> int:
