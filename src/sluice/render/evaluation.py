@@ -118,7 +118,9 @@ class _Select:
 
     def __init__(self, select: exp.Select) -> None:
         self.select = select
+        # Per group, aggregates and grouping keys are values computed (and checked) per row.
         self.opaque_aggregates = False
+        self.keys: list[tuple[exp.Expression, exp.Expression]] = []  # (as written, made safe)
 
     def check(self) -> list[tuple[exp.Select, Err, list[Err], bool]]:
         """(select, error per row or group, errors per join, grouped) for each error kind."""
@@ -137,10 +139,12 @@ class _Select:
             row = [self.expression(o) for o in outputs] + self.ordering(ordered)
             err = _first([where_err, self.kept(where, _first(row))])
             return [(select, err, joins, False)] if err is not None or any(joins) else []
+        written = [k.copy() for k in group.expressions] if group is not None else []
         keys = [self.expression(k) for k in (group.expressions if group is not None else [])]
         arguments = [self.expression(a) for agg in aggregates for a in list(agg.iter_expressions())]
         row_err = _first([where_err, self.kept(where, _first(keys + arguments))])
         self.opaque_aggregates = True
+        self.keys = list(zip(written, group.expressions)) if group is not None else []
         having_err = self.expression(having.this) if having is not None else None
         per_group = [self.expression(o) for o in outputs] + self.ordering(ordered)
         group_err = _first([having_err, self.kept(having, _first(per_group))])
@@ -168,8 +172,13 @@ class _Select:
         """Make `node` safe in place; the expression giving its error text, or None."""
         if node is None or isinstance(node, (exp.Query, exp.Subquery)):
             return None
-        if self.opaque_aggregates and isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
-            return None
+        if self.opaque_aggregates:
+            if isinstance(node, exp.AggFunc) and not isinstance(node.parent, exp.Window):
+                return None
+            key = next((safe for written, safe in self.keys if written == node), None)
+            if key is not None:  # the group's key, as the GROUP BY computes it
+                node.replace(key.copy())
+                return None
         if isinstance(node, exp.Case):
             return self.case(node)
         if isinstance(node, exp.Coalesce):
@@ -227,10 +236,11 @@ def _own(node: exp.Expression) -> Err:
 
 
 def _overflow(node: exp.Binary) -> Err:
-    result = node.type.this if node.type is not None else None
-    if result not in _INTEGERS or not all(o.is_type(*_INTEGERS) for o in (node.this, node.expression)):
-        return None
     left, right = node.this, node.expression
+    if not all(o.is_type(*_INTEGERS) for o in (left, right)):
+        return None
+    # The wider operand's type, as in PostgreSQL (and Spark).
+    result = max((_integer_type(left), _integer_type(right)), key=list(_INTEGERS).index)
     safe = exp.Anonymous(this=_SAFE_ARITHMETIC[type(node)], expressions=[left, right])
     safe.type = node.type
     node.replace(safe)
@@ -240,6 +250,13 @@ def _overflow(node: exp.Binary) -> Err:
         exp.not_(exp.Is(this=right.copy(), expression=exp.Null())),
     )
     return _when(happened, text(f"{_INTEGERS[result]} out of range"))
+
+
+def _integer_type(node: exp.Expression) -> exp.DataType.Type:
+    """An integer operand's type; a literal's from its value (sqlglot calls them all INT)."""
+    if isinstance(node, exp.Literal) and node.is_int and abs(int(node.this)) > 2**31 - 1:
+        return exp.DataType.Type.BIGINT
+    return node.type.this
 
 
 def _cast(node: exp.Cast) -> Err:

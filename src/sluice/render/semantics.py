@@ -7,6 +7,8 @@ Spark SQL (DESIGN.md §8).
   only truth matters (a WHERE, HAVING, ON or WHEN condition, under ANDs only).
 * `x IN ()` is false and `x NOT IN ()` true, whatever `x` (SQLite's corpus asks for it;
   Spark refuses the empty list).
+* An unconstrained `numeric` cast keeps fractional digits (ten: the scale tables store
+  numeric with), where Spark's bare DECIMAL would round to an integer.
 * jsonb is a Spark VARIANT (sources parse it so; `QueryRenderer` parses tables' stored
   text): `->` / `#>` extract a jsonb (a JSON `null` stays jsonb `null`, a missing key or
   index is NULL), `->>` / `#>>` its text (a string unquoted, JSON `null` as NULL),
@@ -29,6 +31,9 @@ def spark_sql(query: exp.Expression) -> str:
     """`query` (qualified and type-annotated) as Spark SQL with PostgreSQL's semantics."""
     query = query.copy()
     _json(query)
+    for cast in query.find_all(exp.Cast):
+        if cast.to.is_type(exp.DataType.Type.DECIMAL) and not cast.to.expressions:
+            cast.set("to", exp.DataType.build("DECIMAL(38, 10)"))
     # Innermost first: an outer IN's rewrite copies its subquery, inner INs included.
     for node in reversed(list(query.find_all(exp.In))):
         if node.args.get("query") is not None:

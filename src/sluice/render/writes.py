@@ -2,7 +2,8 @@
 
 Each statement is turned into a query over the catalog — the rows to add, or the table's
 rows after the change — planned like any SELECT, run, and written back in one atomic
-replacement of the table's file.
+replacement of the table's file. `VALUES` of plain literals that need no cast are stored
+as they are, without a Spark job.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: Quer
     query = plan_query(QueryBody(source.sql(dialect=Sluice), source), catalog, "INSERT")
     if len(query.columns) > len(names):
         raise TooManyExpressions("INSERT has more expressions than target columns")
+    rows = _literal_rows(source, names, item)
+    if rows is not None:
+        _check_not_null(item, rows)
+        return rows
     frame = renderer.run(query)
     produced = dict(zip(names, frame.columns))
     defaults = dict(item.details.defaults)
@@ -93,6 +98,55 @@ def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: Quer
     rows = [tuple(r) for r in frame.select(*columns).collect()]
     _check_not_null(item, rows)
     return rows
+
+
+_INTEGER_RANGES = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+_NOT_STORED = object()
+
+
+def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[tuple] | None:
+    """`VALUES` of plain literals (what SQL scripts insert most), as stored, without a
+    Spark job; None when any value needs Spark's casts or a column's default."""
+    if not isinstance(source, exp.Values):
+        return None
+    positions = {name: i for i, name in enumerate(names)}
+    if any(c.name not in positions and c.name in dict(item.details.defaults) for c in item.columns):
+        return None
+    rows = []
+    for row in source.expressions:
+        values = row.expressions
+        if len(values) != len(names):
+            return None
+        stored = tuple(
+            _stored_literal(values[positions[c.name]], c.type.name) if c.name in positions else None
+            for c in item.columns
+        )
+        if _NOT_STORED in stored:
+            return None
+        rows.append(stored)
+    return rows
+
+
+def _stored_literal(value: exp.Expression, type_name: str) -> object:
+    """A literal as a column of `type_name` stores it, or `_NOT_STORED` when only a cast
+    on Spark can say (or refuse)."""
+    if isinstance(value, exp.Null):
+        return None
+    if isinstance(value, exp.Boolean):
+        return value.this if type_name == "boolean" else _NOT_STORED
+    negative = isinstance(value, exp.Neg)
+    literal = value.this if negative else value
+    if not isinstance(literal, exp.Literal):
+        return _NOT_STORED
+    if literal.is_string:
+        return literal.this if type_name in ("text", "character varying") and not negative else _NOT_STORED
+    text = ("-" if negative else "") + literal.this
+    if type_name in _INTEGER_RANGES and literal.is_int:
+        number, limit = int(text), _INTEGER_RANGES[type_name]
+        return number if -limit <= number < limit else _NOT_STORED
+    if type_name in ("double precision", "real"):
+        return float(text)
+    return _NOT_STORED
 
 
 def _is_true(condition: exp.Expression) -> exp.Expression:
