@@ -291,7 +291,7 @@ def test_slt_value() -> None:
         "7", "-7", "3", "12", "0", "1",
     ]
     assert [slt_value(v, "T") for v in (1.5, 2.0, float("nan"), float("-inf"), 1e20, Decimal("1.50"))] == [
-        "1.5", "2", "NaN", "-Infinity", "1e+20", "1.50",
+        "1.5", "2", "NaN", "-Infinity", "1e+20", "1.5",
     ]
     ts = datetime.datetime(2024, 1, 2, 3, 4, 5)
     assert slt_value(ts) == "2024-01-02 03:04:05"

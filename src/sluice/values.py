@@ -1,9 +1,13 @@
-"""Values as text for people: one rendering shared by the CLI, goldens and (later) the REPL
-and the sqllogic runner. NULL is `NULL`, booleans `true`/`false`.
+"""Values as text for people: one rendering shared by the REPL, `sluice run` and the
+sqllogic runner, with NULL as `NULL`.
 
-`value_text` is the plain rendering (tables, goldens); `slt_value` is the stricter one that
-sqllogictest results are compared in (DESIGN.md §7): PostgreSQL's text forms, `(empty)`
-for an empty string, and the column's type letter deciding how numbers print.
+`pg_text` is PostgreSQL's text output of every type (booleans `t`/`f`, bytea `\\x…`,
+timestamps, intervals, records `(a,b)`, arrays `{a,b}`), numeric as Materialize prints it
+(trailing zeros trimmed, whatever the scale); jsonb arrives as its JSON text. `slt_value`
+is the form sqllogictest results are compared in (DESIGN.md §7): the same text with
+booleans `true`/`false`, `(empty)` for an empty string, and the column's type letter
+deciding how numbers print. `value_text` is the plain rendering goldens and `sluice
+plan` show catalog rows in.
 """
 
 from __future__ import annotations
@@ -52,16 +56,21 @@ def slt_value(value: Any, type_letter: str = "T") -> str:
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             return _float_text(value)
         return str(int(value))
-    text = pg_text(value)
+    text = pg_text(value, booleans=_WORDS)
     return "(empty)" if text == "" else text
 
 
-def pg_text(value: Any) -> str:
-    """`value` in PostgreSQL's output form (NULL as `NULL` at the top level)."""
+_LETTERS = ("t", "f")
+_WORDS = ("true", "false")
+
+
+def pg_text(value: Any, *, booleans: tuple[str, str] = _LETTERS) -> str:
+    """`value` in PostgreSQL's output form (NULL as `NULL` at the top level); `booleans`
+    are the texts of true and false, inside records and arrays too."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return booleans[0] if value else booleans[1]
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -69,7 +78,7 @@ def pg_text(value: Any) -> str:
     if isinstance(value, float):
         return _float_text(value)
     if isinstance(value, Decimal):
-        return format(value, "f") if value.is_finite() else _float_text(float(value))
+        return _numeric_text(value) if value.is_finite() else _float_text(float(value))
     if isinstance(value, datetime.datetime):
         return _timestamp_text(value)
     if isinstance(value, datetime.date):
@@ -79,17 +88,28 @@ def pg_text(value: Any) -> str:
     if isinstance(value, datetime.timedelta):
         return _interval_text(value)
     if isinstance(value, dict):  # a map (PostgreSQL has none): hstore's k=>v, in the map's order
-        inner = ",".join(f"{_quoted(pg_text(k), '{}')}=>{_element(v, '{}')}" for k, v in value.items())
+        inner = ",".join(
+            f"{_quoted(pg_text(k, booleans=booleans), '{}')}=>{_element(v, '{}', booleans)}"
+            for k, v in value.items()
+        )
         return "{" + inner + "}"
     if isinstance(value, tuple):  # a record (Spark's Row is a tuple): PostgreSQL's (a,b)
-        return "(" + ",".join("" if v is None else _element(v, "()") for v in value) + ")"
+        return "(" + ",".join("" if v is None else _element(v, "()", booleans) for v in value) + ")"
     if isinstance(value, list):  # an array: PostgreSQL's {a,b}
-        return "{" + ",".join("NULL" if v is None else _element(v, "{}") for v in value) + "}"
+        return "{" + ",".join("NULL" if v is None else _element(v, "{}", booleans) for v in value) + "}"
     return str(value)
 
 
-def _element(value: Any, brackets: str) -> str:
-    return _quoted(pg_text(value), brackets)
+def _element(value: Any, brackets: str, booleans: tuple[str, str]) -> str:
+    return _quoted(pg_text(value, booleans=booleans), brackets)
+
+
+def _numeric_text(value: Decimal) -> str:
+    """Materialize's numeric output: no exponent, no trailing fractional zeros."""
+    text = format(value, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def _quoted(text: str, brackets: str) -> str:

@@ -296,6 +296,7 @@ class FileResult:
     path: str
     passed: int = 0
     failed: int = 0
+    skipped: int = 0  # statements and queries not run: skipif/onlyif, after halt, sampled out
     reports: list[str] = field(default_factory=list)
     rewritten: bool = False
     seconds: float = 0.0
@@ -312,11 +313,13 @@ class FileResult:
 
 class FileRunner:
     """Runs the records of one file against `session` and `kafka` (fresh ones, normally:
-    `run_file` makes them)."""
+    `run_file` makes them). `every=n` samples the file: every statement runs (later
+    queries depend on them), but only the 1st, (n+1)th, (2n+1)th… query."""
 
     def __init__(self, path: str, text: str, session: Any, kafka: Any, *, rewrite: bool = False,
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, every: int = 1) -> None:
         self.path = path
+        self.every = every
         self.text = text
         self.session = session
         self.kafka = kafka
@@ -332,10 +335,18 @@ class FileRunner:
 
     def run(self) -> FileResult:
         started = time.monotonic()
-        for record in parse(self.text):
-            if self._skipped(record):
+        records = parse(self.text)
+        queries = 0
+        for index, record in enumerate(records):
+            sampled_out = False
+            if record.kind == "query":
+                sampled_out = queries % self.every != 0
+                queries += 1
+            if sampled_out or self._skipped(record):
+                self.result.skipped += record.kind in ("statement", "query")
                 continue
             if record.kind == "halt":
+                self.result.skipped += sum(r.kind in ("statement", "query") for r in records[index:])
                 break
             if record.kind == "mode":
                 self.mode = record.value
@@ -671,10 +682,11 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def run_file(path: str | Path, *, rewrite: bool = False, out: TextIO | None = None,
-             display: str | None = None) -> FileResult:
+             display: str | None = None, every: int = 1) -> FileResult:
     """Run one file against a fresh session (temporary data directory) and a fresh
     embedded Kafka broker; with `rewrite`, write corrected expectations back. Reports
-    name the file as `display` (default: `path` as given)."""
+    name the file as `display` (default: `path` as given); `every` samples its queries
+    (`FileRunner`)."""
     import sluice
     from sluice.kafka.embedded import EmbeddedKafka
 
@@ -682,7 +694,7 @@ def run_file(path: str | Path, *, rewrite: bool = False, out: TextIO | None = No
     display = str(path) if display is None else display
     text = path.read_bytes().decode("utf-8", "surrogateescape")
     with EmbeddedKafka() as kafka, sluice.Session() as session:
-        runner = FileRunner(display, text, session, kafka, rewrite=rewrite, out=out)
+        runner = FileRunner(display, text, session, kafka, rewrite=rewrite, out=out, every=every)
         result = runner.run()
     if result.rewritten:
         new = runner.rewritten_text()

@@ -1,16 +1,17 @@
 """psql-style output: result tables (centred headers, numbers right-aligned, a row count)
-and the text a statement's result shows as."""
+with values in PostgreSQL's text form, and the text a statement's result shows as."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
-from sluice.values import value_text
+from sluice.values import pg_text
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[value_text(v) for v in row] for row in rows]
+    cells = [[pg_text(v) for v in row] for row in rows]
     widths = [
         max([len(name), *(len(row[i]) for row in cells)]) for i, name in enumerate(columns)
     ]
@@ -29,7 +30,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def _numeric(values: list) -> bool:
     return bool(values) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+        isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in values
     )
 
 

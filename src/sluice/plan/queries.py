@@ -224,9 +224,11 @@ def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, b
         source = next((c for c in by_alias[node.table].columns if c.name == node.name), None)
         if source is not None:
             return source.type, source.nullable or node.table in nullable_sides
-    if isinstance(node, (exp.JSONExtractScalar, exp.Null)):
+    if isinstance(node, (exp.JSONExtractScalar, exp.JSONBExtractScalar, exp.Null)):
         return TEXT, True
-    if isinstance(node, exp.JSONExtract):
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "jsonb_typeof":
+        return TEXT, True
+    if isinstance(node, (exp.JSONExtract, exp.JSONBExtract)):
         return SqlType("jsonb"), True
     sqlglot_type = node.type.this.name if node.type is not None else "UNKNOWN"
     nullable = not isinstance(node, (exp.Literal, exp.Boolean, exp.Count))

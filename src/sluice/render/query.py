@@ -1,9 +1,10 @@
 """A planned query over catalog relations → one Spark DataFrame, checked against errs.
 
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
-`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. If any collection
-read without `IGNORE ERRORS` has errors, the query fails with the first of them
-(deterministically chosen), whatever its WHERE clause says.
+`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. The query's own
+fallible expressions add errs of their own (`evaluation`). If any collection read without
+`IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
+chosen: by source, then by partition and offset within one), whatever its WHERE says.
 """
 
 from __future__ import annotations
@@ -12,17 +13,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
+from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
 from sluice.render.types import spark_schema
-from sluice.render.source import Collection, SourceRead, first_error, render_source
+from sluice.render import evaluation
+from sluice.render.evaluation import MESSAGE
+from sluice.render.semantics import spark_sql
+from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
@@ -111,21 +117,24 @@ class QueryRenderer:
             frame, read_guards = self.relation(read.item_id, read.errors)
             guards += read_guards
             name = f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
-            frame.createOrReplaceTempView(name)
             item = self.catalog.by_id(read.item_id)
+            if item.kind == kinds.TABLE:  # jsonb is stored as text, queried as a VARIANT
+                frame = frame.select(*(_queried(c) for c in item.columns))
+            frame.createOrReplaceTempView(name)
             views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
         for table in expression.find_all(exp.Table):
             if table.name in views:
                 table.set("this", exp.to_identifier(views[table.name]))
                 table.set(ERRORS_MODIFIER, None)
-        return self.spark.sql(expression.sql(dialect="spark")), guards
+        checked = evaluation.check(expression)
+        guards += [self.spark.sql(spark_sql(errors)) for errors in checked.errors]
+        return self.spark.sql(spark_sql(checked.query)), guards
 
     def run(self, plan: QueryPlan) -> DataFrame:
         frame, guards = self.query(plan)
-        for errs in guards:
-            message = first_error(errs)
-            if message is not None:
-                raise SourceDataError(message)
+        message = _first_error(guards)
+        if message is not None:
+            raise SourceDataError(message)
         return frame
 
     def close(self) -> None:
@@ -144,3 +153,26 @@ def _dead_letter_rows(errs: DataFrame, mz_timestamp) -> DataFrame:
         "key",
         "value",
     )
+
+
+def _queried(column: Column) -> SparkColumn:
+    value = F.col("`" + column.name.replace("`", "``") + "`")
+    return F.parse_json(value).alias(column.name) if column.type.name == "jsonb" else value
+
+
+def _first_error(guards: list[DataFrame]) -> str | None:
+    """The error a query guarded by `guards` fails with, found in one Spark job: the first
+    guard's first error (`first_error`'s order within a source's errs, then text)."""
+    if not guards:
+        return None
+    keys = ("kind", "partition", "offset")
+    union = None
+    for index, errs in enumerate(guards):
+        row = errs.select(
+            F.lit(index).alias("guard"),
+            *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
+            F.col(MESSAGE).alias("message"),
+        )
+        union = row if union is None else union.unionByName(row)
+    first = union.orderBy("guard", *keys, "message").select("message").first()
+    return None if first is None else first.message

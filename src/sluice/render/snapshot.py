@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql.types import VariantVal
 
@@ -16,8 +17,9 @@ from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, SqlError
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan, WritePlan
+from sluice.render.evaluation import spark_error
 from sluice.render.ingest import Streams
-from sluice.render.query import QueryRenderer
+from sluice.render.query import QueryRenderer, SourceDataError
 from sluice.render.source import SourceRead
 from sluice.render.writes import execute_write
 from sluice.render.spark import spark
@@ -142,8 +144,8 @@ def run_snapshot(
     try:
         frame = queries.run(plan)
         rows = [tuple(_value(v) for v in row) for row in frame.collect()]
-    except PySparkException as e:
-        raise QueryFailed(f"query failed on Spark: {e.getMessage() or e}") from None
+    except (PySparkException, Py4JJavaError) as e:
+        raise _failure(e, "query failed on Spark") from None
     finally:
         queries.close()
     return tuple(c.name for c in plan.columns), rows
@@ -153,10 +155,21 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dic
     queries = renderer(catalog, tables, stores)
     try:
         return execute_write(plan, catalog, tables, queries)
-    except PySparkException as e:
-        raise QueryFailed(f"{plan.status} failed on Spark: {e.getMessage() or e}") from None
+    except (PySparkException, Py4JJavaError) as e:
+        raise _failure(e, f"{plan.status} failed on Spark") from None
     finally:
         queries.close()
+
+
+def _failure(error: Exception, what: str) -> SqlError:
+    """A Spark failure as the evaluation error PostgreSQL would have reported, or as a
+    failed query."""
+    message = spark_error(error)
+    if message is not None:
+        return SourceDataError(message)
+    if isinstance(error, Py4JJavaError):
+        return QueryFailed(f"{what}: {error.java_exception.getMessage()}")
+    return QueryFailed(f"{what}: {error.getMessage() or error}")
 
 
 def _value(value: Any) -> Any:

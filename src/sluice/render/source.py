@@ -325,9 +325,3 @@ def lost_ranges(spark: SparkSession, topic: str, lost) -> DataFrame:
         "timestamp timestamp, key binary, value binary",
     )
 
-
-def first_error(errs: DataFrame) -> str | None:
-    """The error a query over the collection fails with: the smallest by (kind, partition,
-    offset), so the same data always gives the same error."""
-    row = errs.orderBy("kind", "partition", "offset").select("message").first()
-    return None if row is None else row.message

@@ -2,16 +2,21 @@
 
 Each statement is turned into a query over the catalog — the rows to add, or the table's
 rows after the change — planned like any SELECT, run, and written back in one atomic
-replacement of the table's file.
+replacement of the table's file. `VALUES` of plain literals that need no cast are stored
+as they are, without a Spark job.
 """
 
 from __future__ import annotations
 
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from sqlglot import exp
 
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
+from sluice.catalog.types import Column
 from sluice.errors import SqlError, UndefinedColumn
 from sluice.plan.plans import WritePlan
 from sluice.plan.queries import plan_query
@@ -73,21 +78,75 @@ def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: Quer
     query = plan_query(QueryBody(source.sql(dialect=Sluice), source), catalog, "INSERT")
     if len(query.columns) > len(names):
         raise TooManyExpressions("INSERT has more expressions than target columns")
+    rows = _literal_rows(source, names, item)
+    if rows is not None:
+        _check_not_null(item, rows)
+        return rows
     frame = renderer.run(query)
     produced = dict(zip(names, frame.columns))
     defaults = dict(item.details.defaults)
     columns = []
     for column in item.columns:
         if column.name in produced:
-            value = F.col(f"`{produced[column.name]}`")
+            value = _stored(frame, produced[column.name], column)
         elif column.name in defaults:
             value = F.expr(exp.maybe_parse(defaults[column.name], dialect=Sluice).sql(dialect="spark"))
+            value = value.cast(spark_type(column.type))
         else:
-            value = F.lit(None)
-        columns.append(value.cast(spark_type(column.type)).alias(column.name))
+            value = F.lit(None).cast(spark_type(column.type))
+        columns.append(value.alias(column.name))
     rows = [tuple(r) for r in frame.select(*columns).collect()]
     _check_not_null(item, rows)
     return rows
+
+
+_INTEGER_RANGES = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+_NOT_STORED = object()
+
+
+def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[tuple] | None:
+    """`VALUES` of plain literals (what SQL scripts insert most), as stored, without a
+    Spark job; None when any value needs Spark's casts or a column's default."""
+    if not isinstance(source, exp.Values):
+        return None
+    positions = {name: i for i, name in enumerate(names)}
+    if any(c.name not in positions and c.name in dict(item.details.defaults) for c in item.columns):
+        return None
+    rows = []
+    for row in source.expressions:
+        values = row.expressions
+        if len(values) != len(names):
+            return None
+        stored = tuple(
+            _stored_literal(values[positions[c.name]], c.type.name) if c.name in positions else None
+            for c in item.columns
+        )
+        if _NOT_STORED in stored:
+            return None
+        rows.append(stored)
+    return rows
+
+
+def _stored_literal(value: exp.Expression, type_name: str) -> object:
+    """A literal as a column of `type_name` stores it, or `_NOT_STORED` when only a cast
+    on Spark can say (or refuse)."""
+    if isinstance(value, exp.Null):
+        return None
+    if isinstance(value, exp.Boolean):
+        return value.this if type_name == "boolean" else _NOT_STORED
+    negative = isinstance(value, exp.Neg)
+    literal = value.this if negative else value
+    if not isinstance(literal, exp.Literal):
+        return _NOT_STORED
+    if literal.is_string:
+        return literal.this if type_name in ("text", "character varying") and not negative else _NOT_STORED
+    text = ("-" if negative else "") + literal.this
+    if type_name in _INTEGER_RANGES and literal.is_int:
+        number, limit = int(text), _INTEGER_RANGES[type_name]
+        return number if -limit <= number < limit else _NOT_STORED
+    if type_name in ("double precision", "real"):
+        return float(text)
+    return _NOT_STORED
 
 
 def _is_true(condition: exp.Expression) -> exp.Expression:
@@ -105,8 +164,16 @@ def _select(item: Item, columns: list[exp.Expression], where) -> exp.Select:
 def _run(query: exp.Select, item: Item, catalog: Catalog, renderer: QueryRenderer) -> list[tuple]:
     planned = plan_query(QueryBody(query.sql(dialect=Sluice), query), catalog)
     frame = renderer.run(planned)
-    casts = [F.col(f"`{name}`").cast(spark_type(c.type)) for name, c in zip(frame.columns, item.columns)]
+    casts = [_stored(frame, name, c) for name, c in zip(frame.columns, item.columns)]
     return [tuple(r) for r in frame.select(*casts).collect()]
+
+
+def _stored(frame: DataFrame, name: str, column: Column) -> SparkColumn:
+    """A result column as the table stores it (a jsonb VARIANT as its JSON text)."""
+    value = F.col(f"`{name}`")
+    if isinstance(frame.schema[name].dataType, T.VariantType):
+        return F.to_json(value)
+    return value.cast(spark_type(column.type))
 
 
 def _count(item: Item, condition: exp.Expression, catalog: Catalog, renderer: QueryRenderer) -> int:

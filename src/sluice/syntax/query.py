@@ -40,6 +40,9 @@ class _PositionedError(SqlglotParseError):
 
 
 class SluiceParser(MaterializeParser):
+    # PostgreSQL has no lambdas: `f(data->'k')` applies jsonb's `->`, it does not define one.
+    LAMBDAS = {k: v for k, v in MaterializeParser.LAMBDAS.items() if k != TokenType.ARROW}
+
     def raise_error(self, message: str, token: Token | None = None) -> None:
         # sqlglot blames the last token read when the text ran out; we blame the end.
         if token is None or token.token_type == TokenType.SENTINEL:

@@ -1,0 +1,91 @@
+"""Queries on Spark over Kafka sources: jsonb operators with PostgreSQL's results, and
+evaluation errors as data in views over sources (seed 000's "Limitations"), against the
+embedded broker and a real Spark session. Tables' side: sqllogic/evaluation_errors.slt."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+import sluice
+from sluice.kafka.embedded import produce
+
+DOCUMENTS = [
+    {"user": {"id": "7", "tags": ["a", "b"]}, "amount": 1.5, "note": None, "ok": True},
+    {"user": {"id": "x"}, "amount": 2, "odd key": "yes"},
+    [1, "two", {"three": 3}],
+    "just text",
+]
+
+
+@pytest.fixture
+def session(spark, kafka):
+    kafka.create_topic("events", 1)
+    produce(kafka.bootstrap, "events", [(None, json.dumps(d).encode()) for d in DOCUMENTS], partition=0)
+    with sluice.Session() as s:
+        s.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        s.execute("CREATE SOURCE events FROM KAFKA CONNECTION kafka (TOPIC 'events') FORMAT JSON INCLUDE OFFSET")
+        yield s
+
+
+def rows(session, sql: str) -> list:
+    return session.execute(sql).rows
+
+
+def failure(session, sql: str) -> str:
+    with pytest.raises(sluice.SqlError) as info:
+        session.execute(sql)
+    assert info.value.code == "XX000"
+    return info.value.message
+
+
+def test_jsonb_operators(session) -> None:
+    assert rows(session, """
+        SELECT data->'user', data->>'amount', data->'note', data->>'note', data->'nope',
+               data#>'{user,tags,1}', data#>>'{user,tags}', data->>'odd key', jsonb_typeof(data)
+        FROM events ORDER BY "offset"
+    """) == [
+        ('{"id":"7","tags":["a","b"]}', "1.5", "null", None, None, '"b"', '["a","b"]', None, "object"),
+        ('{"id":"x"}', "2", None, None, None, None, None, "yes", "object"),
+        (None, None, None, None, None, None, None, None, "array"),
+        (None, None, None, None, None, None, None, None, "string"),
+    ]
+    assert rows(session, """
+        SELECT data->1, data->2->>'three', jsonb_typeof(data->0), jsonb_typeof(data->'ok'),
+               jsonb_typeof(data->'note'), data::text
+        FROM events WHERE "offset" IN (0, 2) ORDER BY "offset"
+    """) == [
+        (None, None, None, "boolean", "null",
+         '{"amount":1.5,"note":null,"ok":true,"user":{"id":"7","tags":["a","b"]}}'),
+        ('"two"', "3", "number", None, None, '[1,"two",{"three":3}]'),
+    ]
+    assert rows(session, "SELECT (data->>'amount')::numeric * 2, data->'user'->>'id' = '7' FROM events WHERE \"offset\" = 0") == [
+        (Decimal(3), True)
+    ]
+    session.execute("CREATE VIEW v AS SELECT data->'user' AS u, data#>>'{a}' AS n, jsonb_typeof(data) AS t FROM events")
+    columns = rows(session, "SHOW COLUMNS FROM v")
+    assert [(c[0], c[2]) for c in columns] == [("u", "jsonb"), ("n", "text"), ("t", "text")]
+
+
+def test_a_failing_cast_in_a_view_over_a_source_is_an_error_of_that_view(session) -> None:
+    """Seed 000's limitation: `(data->>'userid')::int` in a view can fail per row."""
+    session.execute("CREATE VIEW ids AS SELECT (data#>>'{user,id}')::int AS id FROM events WHERE jsonb_typeof(data) = 'object'")
+    expected = 'Evaluation error: invalid input syntax for type integer: "x"'
+    assert failure(session, "SELECT * FROM ids") == expected
+    # The view's collection is in error, whatever the query over it filters.
+    assert failure(session, "SELECT count(*) FROM ids WHERE id > 100") == expected
+    # The rows that do not fail are right where the failing ones are not evaluated.
+    assert rows(session, "SELECT (data#>>'{user,id}')::int FROM events WHERE data#>>'{user,id}' <> 'x'") == [(7,)]
+    # IGNORE ERRORS hides a source's decode errors, not a view's evaluation errors.
+    session.execute("CREATE VIEW ids2 AS SELECT (data#>>'{user,id}')::int AS id FROM IGNORE ERRORS events")
+    assert failure(session, "SELECT * FROM ids2") == expected
+
+
+def test_a_source_error_comes_before_a_view_error(session, kafka) -> None:
+    produce(kafka.bootstrap, "events", [(None, b"{broken")], partition=0)
+    session.execute("CREATE VIEW ids AS SELECT (data->'user'->>'id')::int AS id FROM events")
+    assert failure(session, "SELECT * FROM ids").startswith("Decode error: Failed to decode JSON")
+    session.execute("CREATE VIEW clean AS SELECT (data->'user'->>'id')::int AS id FROM IGNORE ERRORS events")
+    assert failure(session, "SELECT * FROM clean") == 'Evaluation error: invalid input syntax for type integer: "x"'
