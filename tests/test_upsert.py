@@ -164,3 +164,42 @@ def test_debezium_upserts_the_after_row_keyed_by_the_kafka_key(spark, kafka) -> 
         # The same through the stream: Avro records pass through the RocksDB upsert state.
         session.execute("CREATE MATERIALIZED VIEW m AS SELECT id, name FROM dbz")
         assert session.execute("SELECT id, name FROM m").rows == [(1, "ada l.")]
+
+
+def test_debezium_decodes_an_avro_key_for_its_errors(spark, kafka) -> None:
+    # Regression: a DEBEZIUM source has no key column, but its key is still decoded — its
+    # errors name the key — so a non-TEXT key format must not crash the query.
+    import io
+    import struct
+
+    import fastavro
+
+    key_schema = {"type": "record", "name": "k", "fields": [{"name": "id", "type": "long"}]}
+
+    def key(i: int) -> bytes:
+        body = io.BytesIO()
+        fastavro.schemaless_writer(body, fastavro.parse_schema(key_schema), {"id": i})
+        return b"\x00" + struct.pack(">I", 2) + body.getvalue()
+
+    kafka.create_topic("dbz_avro_key", 1)
+    produce(kafka.bootstrap, "dbz_avro_key", [
+        (key(1), debezium(None, {"id": 1, "name": "ada"}, "c")),
+        (key(2), debezium(None, {"id": 2, "name": "bob"}, "c")),
+        (key(2), b"\x00"),  # before: null, then nothing
+    ], partition=0)
+    value = json.dumps(DEBEZIUM).replace("'", "''")
+    with sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        session.execute(
+            "CREATE SOURCE dbz FROM KAFKA CONNECTION kafka (TOPIC 'dbz_avro_key') "
+            f"KEY FORMAT AVRO USING SCHEMA '{json.dumps(key_schema)}' "
+            f"VALUE FORMAT AVRO USING SCHEMA '{value}' (CONFLUENT WIRE FORMAT = false) "
+            "ENVELOPE DEBEZIUM"
+        )
+        assert session.execute("SELECT id, name FROM IGNORE ERRORS dbz").rows == [(1, "ada")]
+        with pytest.raises(sluice.SqlError) as info:
+            session.execute("SELECT id FROM dbz")
+        assert info.value.message.startswith(
+            "Envelope error: Upsert: Value error: avro deserialization error: unexpected end of datum"
+        )
+        assert info.value.message.endswith("decoded key: Row{[String(\"2\")]}")

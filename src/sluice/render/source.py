@@ -124,7 +124,8 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
 
 def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:
     sides = {"value": desc.value_format}
-    if desc.key_format is not None and desc.key_columns:
+    # The key is decoded when it is a column, and for DEBEZIUM, whose errors name it.
+    if desc.key_format is not None and (desc.key_columns or desc.envelope == "debezium"):
         sides["key"] = desc.key_format
     return sides
 
