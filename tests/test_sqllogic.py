@@ -301,3 +301,6 @@ def test_slt_value() -> None:
     assert slt_value(datetime.date(2024, 1, 2)) == "2024-01-02"
     assert slt_value(("a b", None, 1)) == '("a b",,1)'
     assert slt_value([1, None, ""]) == '{1,NULL,""}'
+    # PostgreSQL's record_out doubles quotes and backslashes; array_out escapes them
+    assert slt_value(('say "hi"', "a\\b", "NULL", "", "(x)")) == '("say ""hi""","a\\\\b",NULL,"","(x)")'
+    assert slt_value(['say "hi"', "a\\b", "NULL"]) == '{"say \\"hi\\"","a\\\\b","NULL"}'

@@ -113,10 +113,16 @@ def _numeric_text(value: Decimal) -> str:
 
 
 def _quoted(text: str, brackets: str) -> str:
-    """An element of a record or array, double-quoted when PostgreSQL would quote it."""
-    special = set(brackets) | set(',"\\ \t\n')
-    if text and not (set(text) & special) and text.upper() != "NULL":
+    """An element of a record or array, double-quoted when PostgreSQL would quote it.
+
+    Inside the quotes an array (array_out) escapes `"` and `\\` with a backslash, a record
+    (record_out) doubles them; only an array element spelled NULL needs quoting."""
+    special = set(brackets) | set(',"\\ \t\n\r\v\f')
+    record = brackets == "()"
+    if text and not (set(text) & special) and (record or text.upper() != "NULL"):
         return text
+    if record:
+        return '"' + text.replace("\\", "\\\\").replace('"', '""') + '"'
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
