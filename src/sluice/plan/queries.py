@@ -156,9 +156,17 @@ def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> li
     ctes = {cte.alias_or_name for cte in expression.find_all(exp.CTE)}
     references = []
     for table in expression.find_all(exp.Table):
-        if not table.name or (table.name in ctes and not table.args.get("db")):
+        if not table.name:
             continue
         span = _span(table.this, offset)
+        if table.name in ctes and not table.args.get("db"):
+            errors = table.args.get(ERRORS_MODIFIER)
+            if errors is not None:
+                raise WrongObjectType(
+                    f'{errors} ERRORS is allowed on sources only, and "{table.name}" is a CTE',
+                    span=span,
+                )
+            continue
         qualifiers = tuple(p.name for p in (table.args.get("catalog"), table.args.get("db")) if p)
         if qualifiers and qualifiers not in SCHEMA_QUALIFIERS:
             raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
