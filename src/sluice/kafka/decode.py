@@ -124,9 +124,11 @@ class AvroDecoder:
     registry_url: str | None = None
 
     def __post_init__(self) -> None:
-        self.reader_schema = fastavro.parse_schema(json.loads(self.schema_json))
+        named: dict[str, Any] = {}
+        self.reader_schema = fastavro.parse_schema(json.loads(self.schema_json), named_schemas=named)
         self.writers: dict[int, Any] = {}
         self.arrow_type = avro_arrow_type(json.loads(self.schema_json))
+        self.unions = _top_level_unions(self.reader_schema, named)
 
     def writer(self, schema_id: int):
         if self.registry_url is None:
@@ -170,7 +172,37 @@ class AvroDecoder:
         datum = fastavro.schemaless_reader(body, writer, self.reader_schema)
         if body.tell() != len(payload):
             raise _AvroFraming(f"{len(payload) - body.tell()} bytes left over after the datum")
+        for name, branches in self.unions:
+            datum[name] = _as_branches(datum[name], branches)
         return datum
+
+
+def _top_level_unions(schema: Any, named: dict[str, Any]) -> list[tuple[str, list]]:
+    """The fields of a top-level record whose type is a union of several non-null types
+    (their Arrow type is a struct of `branch1`, `branch2`, …), with those branches."""
+    if not (isinstance(schema, dict) and schema.get("type") == "record"):
+        return []
+    unions = []
+    for f in schema["fields"]:
+        if isinstance(f["type"], list):
+            branches = [named.get(b, b) if isinstance(b, str) else b for b in f["type"] if b != "null"]
+            if len(branches) > 1:
+                unions.append((f["name"], branches))
+    return unions
+
+
+def _as_branches(value: Any, branches: list) -> dict | None:
+    """A union's value as `{"branchN": value}`, N the first branch the value is a datum of
+    (fastavro returns the value alone; an int fitting both `int` and `long` goes to the
+    first of them)."""
+    if value is None:
+        return None
+    from fastavro.validation import validate
+
+    for i, branch in enumerate(branches, 1):
+        if validate(value, branch, raise_errors=False):
+            return {f"branch{i}": value}
+    raise _AvroFraming(f"value {value!r} matches no branch of its union")
 
 
 class _AvroFraming(ValueError):
