@@ -58,6 +58,26 @@ def test_a_wrong_expectation_fails_with_file_line_and_diff(spark, tmp_path) -> N
     assert lines[-2:] == [f"{path}: 2 passed, 1 failed", "2 passed, 1 failed"]
 
 
+def test_a_wrong_expectation_in_a_corpus_file_fails_sluice_test(spark, tmp_path, capsys) -> None:
+    # The acceptance check on a real corpus file (embedded Kafka, Spark): one expected
+    # value changed makes `sluice test DIR` exit 1 with file:line and a diff.
+    text = (ROOT / "sqllogic" / "bytes.slt").read_text()
+    good = "\\x6b31 \\x00ff 0\n"
+    assert text.count(good) == 1
+    path = tmp_path / "corpus" / "bytes.slt"
+    path.parent.mkdir()
+    path.write_text(text.replace(good, "\\x6b31 \\x00fe 0\n"))
+    lines = text.splitlines()
+    header = max(i for i in range(lines.index(good.strip())) if lines[i].startswith("query ")) + 1
+    code = main(["test", str(path.parent)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0] == f"{path}:{header}: query result differs"
+    assert '    SELECT key, data, "offset" FROM b ORDER BY "offset"' in out
+    assert "  -\\x6b31 \\x00fe 0" in out and "  +\\x6b31 \\x00ff 0" in out
+    assert out[-1].endswith(" passed, 1 failed")
+
+
 def test_errors_are_matched_by_regex_search(spark, tmp_path) -> None:
     path = slt(tmp_path, (
         "statement error catalog item\nSELECT * FROM nowhere\n\n"
