@@ -130,7 +130,9 @@ class QueryRenderer:
                 table.set(ERRORS_MODIFIER, None)
         checked = evaluation.check(expression)
         guards += [self.spark.sql(spark_sql(errors)) for errors in checked.errors]
-        return self.spark.sql(spark_sql(checked.query)), guards
+        # Named as planned (`count`, not sqlglot's `_col_1`): what queries over a view say.
+        frame = self.spark.sql(spark_sql(checked.query)).toDF(*(c.name for c in plan.columns))
+        return frame, guards
 
     def run(self, plan: QueryPlan) -> DataFrame:
         frame, guards = self.query(plan)
