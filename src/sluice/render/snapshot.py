@@ -3,15 +3,16 @@ writes, run on Spark."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql.types import VariantVal
 
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, SqlError
+from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.evaluation import spark_error
@@ -83,14 +84,27 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore) -> str:
 
 
 def _failure(error: Exception, what: str) -> SqlError:
-    """A Spark failure as the evaluation error PostgreSQL would have reported, or as a
-    failed query."""
+    """A Spark failure as the evaluation error PostgreSQL would have reported, as a
+    construct Spark cannot run (refused before running: 0A000), or as a failed query."""
     message = spark_error(error)
     if message is not None:
         return SourceDataError(message)
     if isinstance(error, Py4JJavaError):
         return QueryFailed(f"{what}: {error.java_exception.getMessage()}")
-    return QueryFailed(f"{what}: {error.getMessage() or error}")
+    text = error.getMessage() or str(error)
+    if isinstance(error, AnalysisException):
+        return FeatureNotSupported(_unsupported(error), detail=f"Spark: {text}")
+    return QueryFailed(f"{what}: {text}")
+
+
+def _unsupported(error: AnalysisException) -> str:
+    """What Spark refused, named: a function it lacks, or its own words."""
+    parameters = error.getMessageParameters() or {}
+    if error.getCondition() == "UNRESOLVED_ROUTINE":
+        return f"function {parameters.get('routineName', '').strip('`').lower()} is not supported"
+    first = (error.getMessage() or str(error)).split("\n")[0]
+    first = re.sub(r"^\[[A-Z_.]+\] | SQLSTATE: \w+$", "", first).rstrip(". ")
+    return f"Spark cannot run this query: {first[:1].lower()}{first[1:]}"
 
 
 def _value(value: Any) -> Any:
