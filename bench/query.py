@@ -21,14 +21,11 @@ import json
 import struct
 
 import fastavro
-from ingest import load, timed
+from ingest import decoded, load, timed
 from pyspark.sql import functions as F
 
 import sluice
-from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka
-from sluice.kafka.reader import NAME
-from sluice.render.spark import spark
 
 ORDER = {
     "type": "record",
@@ -66,21 +63,6 @@ def encoded(schema: dict, data: list[dict]) -> list[tuple[None, bytes]]:
 
 def sluice_rows(session: sluice.Session) -> list:
     return sorted(session.execute("SELECT * FROM region_sales").rows)
-
-
-def decoded(kafka: EmbeddedKafka, topic: str, schema: dict):
-    ranges = [[p, lo, hi] for p, (lo, hi) in watermarks(kafka.bootstrap, topic, {}).items()]
-    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
-    frame = (
-        spark()
-        .read.format(NAME)
-        .option("bootstrap", kafka.bootstrap)
-        .option("topic", topic)
-        .option("ranges", json.dumps(ranges))
-        .option("decode", json.dumps(decode))
-        .load()
-    )
-    return frame.where("value_error IS NULL").select("value_data.*")
 
 
 def pyspark_rows(kafka: EmbeddedKafka) -> list:

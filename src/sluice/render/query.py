@@ -24,11 +24,11 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
-from sluice.render.types import spark_schema
 from sluice.render import evaluation
 from sluice.render.evaluation import MESSAGE
 from sluice.render.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
+from sluice.render.types import spark_schema
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 

@@ -18,8 +18,8 @@ from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.evaluation import spark_error
 from sluice.render.query import QueryRenderer, SourceDataError
 from sluice.render.source import SourceRead
-from sluice.render.writes import execute_write
 from sluice.render.spark import spark
+from sluice.render.writes import execute_write
 from sluice.tables import TableStore
 
 
