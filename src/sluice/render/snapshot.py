@@ -67,7 +67,7 @@ def run_snapshot(
         frame = queries.run(plan)
         rows = [tuple(_value(v) for v in row) for row in frame.collect()]
     except (PySparkException, Py4JJavaError) as e:
-        raise _failure(e, "query failed on Spark") from None
+        raise _failure(e, "query failed on Spark", queries) from None
     finally:
         queries.close()
     return tuple(c.name for c in plan.columns), rows
@@ -78,15 +78,16 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore) -> str:
     try:
         return execute_write(plan, catalog, tables, queries)
     except (PySparkException, Py4JJavaError) as e:
-        raise _failure(e, f"{plan.status} failed on Spark") from None
+        raise _failure(e, f"{plan.status} failed on Spark", queries) from None
     finally:
         queries.close()
 
 
-def _failure(error: Exception, what: str) -> SqlError:
-    """A Spark failure as the evaluation error PostgreSQL would have reported, as a
-    construct Spark cannot run (refused before running: 0A000), or as a failed query."""
-    message = spark_error(error)
+def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
+    """A Spark failure as the error of a collection the query read, as the evaluation
+    error PostgreSQL would have reported, as a construct Spark cannot run (refused before
+    running: 0A000), or as a failed query."""
+    message = queries.error_of(error) or spark_error(error)
     if message is not None:
         return SourceDataError(message)
     if isinstance(error, Py4JJavaError):
