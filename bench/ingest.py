@@ -84,9 +84,11 @@ def sluice_count(session: sluice.Session, topic: str) -> int:
     return session.execute(f"SELECT count(*) FROM IGNORE ERRORS {topic}").rows[0][0]
 
 
-def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
+def decoded(kafka: EmbeddedKafka, topic: str, schema: dict):
+    """The topic's Avro values decoded by sluice's reader, undecodable ones dropped: what
+    a hand-written PySpark job on the same reader would do."""
     ranges = [[p, lo, hi] for p, (lo, hi) in watermarks(kafka.bootstrap, topic, {}).items()]
-    decode = {"value": {"kind": "avro", "schema": json.dumps(SCHEMA), "wire": True}}
+    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
     df = (
         spark()
         .read.format(NAME)
@@ -96,7 +98,11 @@ def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
         .option("decode", json.dumps(decode))
         .load()
     )
-    return df.where("value_error IS NULL").select("value_data.*").count()
+    return df.where("value_error IS NULL").select("value_data.*")
+
+
+def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
+    return decoded(kafka, topic, SCHEMA).count()
 
 
 def pyspark_stream(kafka: EmbeddedKafka, topic: str, root: Path) -> float:

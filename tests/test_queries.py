@@ -11,6 +11,7 @@ import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
+from tests.test_ingest import failure, rows
 
 DOCUMENTS = [
     {"user": {"id": "7", "tags": ["a", "b"]}, "amount": 1.5, "note": None, "ok": True},
@@ -28,17 +29,6 @@ def session(spark, kafka):
         s.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
         s.execute("CREATE SOURCE events FROM KAFKA CONNECTION kafka (TOPIC 'events') FORMAT JSON INCLUDE OFFSET")
         yield s
-
-
-def rows(session, sql: str) -> list:
-    return session.execute(sql).rows
-
-
-def failure(session, sql: str) -> str:
-    with pytest.raises(sluice.SqlError) as info:
-        session.execute(sql)
-    assert info.value.code == "XX000"
-    return info.value.message
 
 
 def test_jsonb_operators(session) -> None:

@@ -35,7 +35,7 @@ def test_sqllogic_values_say_true_and_false_everywhere() -> None:
 
 
 def test_result_tables_right_align_numbers_and_show_postgres_text() -> None:
-    assert format_table(("b", "n"), [(True, Decimal("1.50")), (False, Decimal("10"))]).splitlines() == [
+    assert format_table(("b", "n"), [(True, Decimal("1.50")), (False, Decimal(10))]).splitlines() == [
         " b |  n ",
         "---+-----",
         " t | 1.5",

@@ -2,15 +2,17 @@
 through the sqllogic runner, read unmodified, with a per-file summary and the failures
 grouped by kind.
 
-`python -m sluice.cli.conformance [DIR] [--every N]` (`./dev conformance`) runs every file
-under DIR (or a sample: every statement, every N-th query) and prints, per file, the
-records passed, failed and skipped (skipif/onlyif, after `halt`, sampled out), the pass
-rate and the time; then the failure kinds, most frequent first.
+`python -m sluice.cli.conformance [DIR] [--sample K]` (`./dev conformance`) runs every
+file under DIR — or a deterministic sample: every statement (later queries depend on
+them) and K evenly spaced queries per file — and prints, per file, the records passed,
+failed and skipped (skipif/onlyif, after `halt`, sampled out), the pass rate and the
+time; then the failure kinds, most frequent first.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections import Counter
@@ -18,17 +20,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from sluice.cli.sqllogic import FileResult, find_files, run_file
+from sluice.cli.sqllogic import FileResult, find_files, parse, run_file
 
 DEFAULT_ROOT = Path("../shared/conformance")
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\b\d+\b")
 
 
-def run(root: Path, every: int = 1, out: TextIO | None = None) -> list[FileResult]:
-    """Every file under `root`, each with a fresh session; a summary line as each ends."""
+def run(root: Path, sample: int | None = None, out: TextIO | None = None) -> list[FileResult]:
+    """Every file under `root` (`sample`: K queries of each), each with a fresh session;
+    a summary line as each ends."""
     results = []
     for path in find_files([root]):
         display = path.relative_to(root).as_posix()
+        every = 1
+        if sample is not None:
+            queries = sum(r.kind == "query" for r in parse(path.read_text(encoding="utf-8")))
+            every = max(1, math.ceil(queries / sample))
         result = run_file(path, display=display, every=every)
         results.append(result)
         if out is not None:
@@ -87,12 +94,12 @@ def summary(results: Sequence[FileResult]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sluice.cli.conformance", description=__doc__.split("\n\n")[0])
     parser.add_argument("root", nargs="?", type=Path, default=DEFAULT_ROOT)
-    parser.add_argument("--every", type=int, default=1, help="run every N-th query only (all statements run)")
+    parser.add_argument("--sample", type=int, help="run K evenly spaced queries per file (and every statement)")
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"no conformance corpus at {args.root}", file=sys.stderr)
         return 2
-    results = run(args.root, args.every, out=sys.stdout)
+    results = run(args.root, args.sample, out=sys.stdout)
     print(summary(results))
     return 0
 

@@ -67,6 +67,8 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
         return _create(
             statement, f"CREATE {kind}", catalog, lambda: (ddl.plan_create_view(statement, catalog),)
         )
+    if isinstance(statement, ast.CreateIndex):
+        return ddl.plan_create_index(statement, catalog)
     if isinstance(statement, ast.Select):
         return plan_query(statement.body, catalog)
     if isinstance(statement, ast.Subscribe):

@@ -93,6 +93,17 @@ def sql_type(data_type: ast.DataType) -> SqlType:
     return result
 
 
+def plan_create_index(statement: ast.CreateIndex, catalog: Catalog) -> NoticePlan:
+    """An index never changes a result and sluice's plans do not use one: CREATE INDEX
+    checks what it names and creates nothing (SQL scripts, SQLite's corpus among them,
+    create indexes freely)."""
+    item = resolve(catalog, statement.on, *kinds.RELATIONS)
+    for ident in statement.columns:
+        if item.column(ident.value) is None:
+            raise UndefinedColumn(f'column "{ident.value}" does not exist', span=ident.span)
+    return NoticePlan("sluice keeps no indexes: the index was not created", "CREATE INDEX")
+
+
 def plan_create_table(statement: ast.CreateTable, catalog: Catalog) -> Item:
     name = item_name(statement.name)
     ensure_free(catalog, name, statement.name.span)

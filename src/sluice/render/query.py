@@ -24,14 +24,18 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
-from sluice.render.types import spark_schema
 from sluice.render import evaluation
 from sluice.render.evaluation import MESSAGE
 from sluice.render.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
+from sluice.render.types import spark_schema
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
+
+
+# The text a guard's failure raises in Spark: this prefix and the run's index.
+_GUARD = "sluice guard failed: run "
 
 
 class SourceDataError(SqlError):
@@ -50,6 +54,7 @@ class QueryRenderer:
     stored: dict[str, Store] = field(default_factory=dict)
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
+    runs: list[list[DataFrame]] = field(default_factory=list)  # each run's guards
 
     def source(self, item_id: str) -> Collection:
         if item_id not in self.collections:
@@ -128,14 +133,35 @@ class QueryRenderer:
                 table.set(ERRORS_MODIFIER, None)
         checked = evaluation.check(expression)
         guards += [self.spark.sql(spark_sql(errors)) for errors in checked.errors]
-        return self.spark.sql(spark_sql(checked.query)), guards
+        # Named as planned (`count`, not sqlglot's `_col_1`): what queries over a view say.
+        frame = self.spark.sql(spark_sql(checked.query)).toDF(*(c.name for c in plan.columns))
+        return frame, guards
 
     def run(self, plan: QueryPlan) -> DataFrame:
+        """The query's rows; read in full, they fail in the same Spark job if any of what
+        guards the query has an error, and `error_of` then names the error."""
         frame, guards = self.query(plan)
-        message = _first_error(guards)
-        if message is not None:
-            raise SourceDataError(message)
-        return frame
+        if not guards:
+            return frame
+        marker = f"{_GUARD}{len(self.runs)}"
+        self.runs.append(guards)
+        union = None
+        for errs in guards:
+            union = errs.select(MESSAGE) if union is None else union.unionByName(errs.select(MESSAGE))
+        failing = union.where(F.raise_error(F.lit(marker)).isNull())
+        return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
+
+    def error_of(self, failure: Exception) -> str | None:
+        """The error a query `run` made fails with when `failure` is its guards' doing:
+        the first guard's first error (by kind, partition and offset within a source's
+        errs, then text), found by a second job — errors are the rare path."""
+        condition = getattr(failure, "getCondition", lambda: None)()
+        if condition != "USER_RAISED_EXCEPTION":
+            return None
+        marker = (failure.getMessageParameters() or {}).get("errorMessage", "")
+        if not marker.startswith(_GUARD):
+            return None
+        return _first_error(self.runs[int(marker.removeprefix(_GUARD))])
 
     def close(self) -> None:
         for collection in self.collections.values():
@@ -160,11 +186,7 @@ def _queried(column: Column) -> SparkColumn:
     return F.parse_json(value).alias(column.name) if column.type.name == "jsonb" else value
 
 
-def _first_error(guards: list[DataFrame]) -> str | None:
-    """The error a query guarded by `guards` fails with, found in one Spark job: the first
-    guard's first error (`first_error`'s order within a source's errs, then text)."""
-    if not guards:
-        return None
+def _first_error(guards: list[DataFrame]) -> str:
     keys = ("kind", "partition", "offset")
     union = None
     for index, errs in enumerate(guards):
@@ -174,5 +196,4 @@ def _first_error(guards: list[DataFrame]) -> str | None:
             F.col(MESSAGE).alias("message"),
         )
         union = row if union is None else union.unionByName(row)
-    first = union.orderBy("guard", *keys, "message").select("message").first()
-    return None if first is None else first.message
+    return union.orderBy("guard", *keys, "message").select("message").first().message

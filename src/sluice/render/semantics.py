@@ -7,6 +7,8 @@ Spark SQL (DESIGN.md §8).
   only truth matters (a WHERE, HAVING, ON or WHEN condition, under ANDs only).
 * `x IN ()` is false and `x NOT IN ()` true, whatever `x` (SQLite's corpus asks for it;
   Spark refuses the empty list).
+* A text or bytea literal IN a subquery of numbers compares as text: no match, where
+  Spark would fail casting the literal to a number (as SQLite's corpus expects).
 * An unconstrained `numeric` cast keeps fractional digits (ten: the scale tables store
   numeric with), where Spark's bare DECIMAL would round to an integer.
 * jsonb is a Spark VARIANT (sources parse it so; `QueryRenderer` parses tables' stored
@@ -37,6 +39,7 @@ def spark_sql(query: exp.Expression) -> str:
     # Innermost first: an outer IN's rewrite copies its subquery, inner INs included.
     for node in reversed(list(query.find_all(exp.In))):
         if node.args.get("query") is not None:
+            _compare_as_text(node)
             if not _truth_only(node):
                 node.replace(_null_aware(node))
         elif not node.expressions and not node.args.get("unnest") and not node.args.get("field"):
@@ -58,6 +61,19 @@ def _truth_only(node: exp.Expression) -> bool:
             return node.arg_key == "this"
         else:
             return False
+
+
+def _compare_as_text(node: exp.In) -> None:
+    subquery = node.args["query"]
+    query = subquery.this if isinstance(subquery, exp.Subquery) else subquery
+    literal = isinstance(node.this, exp.HexString) or (isinstance(node.this, exp.Literal) and node.this.is_string)
+    if not literal or not isinstance(query, exp.Select) or len(query.selects) != 1:
+        return
+    output = query.selects[0]
+    value = output.this if isinstance(output, exp.Alias) else output
+    if value.is_type(*exp.DataType.NUMERIC_TYPES):
+        node.set("this", exp.cast(node.this, exp.DataType.Type.TEXT))
+        value.replace(exp.cast(value.copy(), exp.DataType.Type.TEXT))
 
 
 def _null_aware(node: exp.In) -> exp.Expression:

@@ -4,27 +4,28 @@ writes, run on Spark."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from datetime import datetime, timezone
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql.types import VariantVal
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, SqlError
+from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.evaluation import spark_error
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer, SourceDataError
 from sluice.render.source import SourceRead
-from sluice.render.writes import execute_write
 from sluice.render.spark import spark
 from sluice.render.store import Store
 from sluice.render.subscribe import Subscription
+from sluice.render.writes import execute_write
 from sluice.tables import TableStore
 
 
@@ -145,7 +146,7 @@ def run_snapshot(
         frame = queries.run(plan)
         rows = [tuple(_value(v) for v in row) for row in frame.collect()]
     except (PySparkException, Py4JJavaError) as e:
-        raise _failure(e, "query failed on Spark") from None
+        raise _failure(e, "query failed on Spark", queries) from None
     finally:
         queries.close()
     return tuple(c.name for c in plan.columns), rows
@@ -156,20 +157,34 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dic
     try:
         return execute_write(plan, catalog, tables, queries)
     except (PySparkException, Py4JJavaError) as e:
-        raise _failure(e, f"{plan.status} failed on Spark") from None
+        raise _failure(e, f"{plan.status} failed on Spark", queries) from None
     finally:
         queries.close()
 
 
-def _failure(error: Exception, what: str) -> SqlError:
-    """A Spark failure as the evaluation error PostgreSQL would have reported, or as a
-    failed query."""
-    message = spark_error(error)
+def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
+    """A Spark failure as the error of a collection the query read, as the evaluation
+    error PostgreSQL would have reported, as a construct Spark cannot run (refused before
+    running: 0A000), or as a failed query."""
+    message = queries.error_of(error) or spark_error(error)
     if message is not None:
         return SourceDataError(message)
     if isinstance(error, Py4JJavaError):
         return QueryFailed(f"{what}: {error.java_exception.getMessage()}")
-    return QueryFailed(f"{what}: {error.getMessage() or error}")
+    text = error.getMessage() or str(error)
+    if isinstance(error, AnalysisException):
+        return FeatureNotSupported(_unsupported(error), detail=f"Spark: {text}")
+    return QueryFailed(f"{what}: {text}")
+
+
+def _unsupported(error: AnalysisException) -> str:
+    """What Spark refused, named: a function it lacks, or its own words."""
+    parameters = error.getMessageParameters() or {}
+    if error.getCondition() == "UNRESOLVED_ROUTINE":
+        return f"function {parameters.get('routineName', '').strip('`').lower()} is not supported"
+    first = (error.getMessage() or str(error)).split("\n")[0]
+    first = re.sub(r"^\[[A-Z_.]+\] | SQLSTATE: \w+$", "", first).rstrip(". ")
+    return f"Spark cannot run this query: {first[:1].lower()}{first[1:]}"
 
 
 def _value(value: Any) -> Any:

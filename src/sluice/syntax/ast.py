@@ -452,6 +452,20 @@ class CreateTable(Statement):
         return f"CREATE TABLE{ine} {self.name.to_sql()} ({_csv(self.columns + self.constraints)})"
 
 
+@dataclass(frozen=True)
+class CreateIndex(Statement):
+    """`CREATE INDEX name ON relation (column, …)`."""
+
+    name: ObjectName
+    on: ObjectName
+    columns: tuple[Ident, ...]
+    if_not_exists: bool = False
+
+    def to_sql(self) -> str:
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        return f"CREATE INDEX{ine} {self.name.to_sql()} ON {self.on.to_sql()} ({_csv(self.columns)})"
+
+
 # ---------------------------------------------------------------- queries and views
 
 

@@ -337,6 +337,10 @@ class Builder:
 
     # ------------------------------------------------------------ tables
 
+    def create_index(self, children, span):
+        if_not_exists, name, on, columns = children
+        return ast.CreateIndex(name, on, columns, if_not_exists=bool(if_not_exists), span=span)
+
     def create_table(self, children, span):
         if_not_exists, name, *elements = children
         return ast.CreateTable(

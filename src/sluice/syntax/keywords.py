@@ -34,6 +34,7 @@ RESERVED: frozenset[str] = frozenset(
         "INTO",
         "NOT",
         "NULL",
+        "ON",
         "PRIMARY",
         "RESTRICT",
         "TO",

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.materialize import Materialize
@@ -41,7 +43,7 @@ class _PositionedError(SqlglotParseError):
 
 class SluiceParser(MaterializeParser):
     # PostgreSQL has no lambdas: `f(data->'k')` applies jsonb's `->`, it does not define one.
-    LAMBDAS = {k: v for k, v in MaterializeParser.LAMBDAS.items() if k != TokenType.ARROW}
+    LAMBDAS: ClassVar = {k: v for k, v in MaterializeParser.LAMBDAS.items() if k != TokenType.ARROW}
 
     def raise_error(self, message: str, token: Token | None = None) -> None:
         # sqlglot blames the last token read when the text ran out; we blame the end.
