@@ -84,21 +84,41 @@ def sluice_count(session: sluice.Session, topic: str) -> int:
     return session.execute(f"SELECT count(*) FROM IGNORE ERRORS {topic}").rows[0][0]
 
 
+def avro_reader(reader, kafka: EmbeddedKafka, topic: str, schema: dict):
+    """`reader` (spark.read or spark.readStream) on sluice's reader, decoding Avro values."""
+    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
+    return (
+        reader.format(NAME)
+        .option("bootstrap", kafka.bootstrap)
+        .option("topic", topic)
+        .option("decode", json.dumps(decode))
+    )
+
+
 def decoded(kafka: EmbeddedKafka, topic: str, schema: dict):
     """The topic's Avro values decoded by sluice's reader, undecodable ones dropped: what
     a hand-written PySpark job on the same reader would do."""
     ranges = [[p, lo, hi] for p, (lo, hi) in watermarks(kafka.bootstrap, topic, {}).items()]
-    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
-    df = (
-        spark()
-        .read.format(NAME)
-        .option("bootstrap", kafka.bootstrap)
-        .option("topic", topic)
-        .option("ranges", json.dumps(ranges))
-        .option("decode", json.dumps(decode))
-        .load()
-    )
+    df = avro_reader(spark().read, kafka, topic, schema).option("ranges", json.dumps(ranges)).load()
     return df.where("value_error IS NULL").select("value_data.*")
+
+
+def seconds_to_read(stream, kafka: EmbeddedKafka, topic: str, root: Path) -> float:
+    """Start `stream` (a DataStreamWriter) checkpointed under `root`; seconds until it has
+    committed every offset the topic holds now."""
+    targets = {p: hi for p, (_, hi) in watermarks(kafka.bootstrap, topic, {}).items()}
+    start = time.perf_counter()
+    query = (
+        stream.option("checkpointLocation", str(root / "checkpoint")).trigger(processingTime=TRIGGER).start()
+    )
+    store = Store(root)
+    while any(store.committed_offsets().get(p, 0) < hi for p, hi in targets.items()):
+        if query.exception() is not None:
+            raise RuntimeError(query.exception())
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - start
+    query.stop()
+    return elapsed
 
 
 def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
@@ -108,15 +128,7 @@ def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
 def pyspark_stream(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
     """The hand-written streaming job: the same reader and decode, good rows and bad rows
     written per micro-batch; seconds until it has read the whole topic."""
-    decode = {"value": {"kind": "avro", "schema": json.dumps(SCHEMA), "wire": True}}
-    raw = (
-        spark()
-        .readStream.format(NAME)
-        .option("bootstrap", kafka.bootstrap)
-        .option("topic", topic)
-        .option("decode", json.dumps(decode))
-        .load()
-    )
+    raw = avro_reader(spark().readStream, kafka, topic, SCHEMA).load()
 
     def write(batch, n: int) -> None:
         batch.persist()
@@ -126,20 +138,7 @@ def pyspark_stream(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
         ).write.parquet(f"{root}/bad/{n}")
         batch.unpersist()
 
-    targets = {p: hi for p, (_, hi) in watermarks(kafka.bootstrap, topic, {}).items()}
-    start = time.perf_counter()
-    query = (
-        raw.writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(root / "checkpoint"))
-        .trigger(processingTime=TRIGGER)
-        .start()
-    )
-    store = Store(root)
-    while any(store.committed_offsets().get(p, 0) < hi for p, hi in targets.items()):
-        time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    query.stop()
-    return elapsed
+    return seconds_to_read(raw.writeStream.foreachBatch(write), kafka, topic, root)
 
 
 def sluice_stream(session: sluice.Session, name: str) -> tuple[float, tuple]:

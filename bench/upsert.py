@@ -24,17 +24,14 @@ import zlib
 from pathlib import Path
 
 import fastavro
+from ingest import avro_reader, seconds_to_read
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 
 import sluice
-from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.kafka.reader import NAME
-from sluice.render.ingest import TRIGGER
 from sluice.render.spark import spark
-from sluice.render.store import Store
 
 SCHEMA = {
     "type": "record",
@@ -95,15 +92,7 @@ class Latest(StatefulProcessor):
 
 
 def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
-    decode = {"value": {"kind": "avro", "schema": json.dumps(SCHEMA), "wire": True}}
-    raw = (
-        spark()
-        .readStream.format(NAME)
-        .option("bootstrap", kafka.bootstrap)
-        .option("topic", topic)
-        .option("decode", json.dumps(decode))
-        .load()
-    )
+    raw = avro_reader(spark().readStream, kafka, topic, SCHEMA).load()
     changes = raw.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value_data", "value_error")
     changes = changes.groupBy("key").transformWithState(
         Latest(),
@@ -111,22 +100,8 @@ def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
         "Append",
         "None",
     )
-    targets = {p: hi for p, (_, hi) in watermarks(kafka.bootstrap, topic, {}).items()}
-    start = time.perf_counter()
-    query = (
-        changes.writeStream.foreachBatch(lambda batch, n: batch.write.parquet(f"{root}/changes/{n}"))
-        .option("checkpointLocation", str(root / "checkpoint"))
-        .trigger(processingTime=TRIGGER)
-        .start()
-    )
-    store = Store(root)
-    while any(store.committed_offsets().get(p, 0) < hi for p, hi in targets.items()):
-        if query.exception() is not None:
-            raise RuntimeError(query.exception())
-        time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    query.stop()
-    return elapsed
+    write = changes.writeStream.foreachBatch(lambda batch, n: batch.write.parquet(f"{root}/changes/{n}"))
+    return seconds_to_read(write, kafka, topic, root)
 
 
 def main() -> None:
