@@ -121,10 +121,6 @@ class Ingestion:
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
         if desc.envelope != "none":
-            ukey = F.when(F.col("key").isNull(), F.lit(b"\x00")).otherwise(
-                F.concat(F.lit(b"\x01"), F.col("key"))
-            )
-            messages = messages.withColumn("__ukey", ukey)
             schema = StructType(
                 messages.schema.fields
                 + [

@@ -85,7 +85,7 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
     else:
         state = messages.withColumn("__rank", F.row_number().over(
             # The winning message of an upsert key: the latest by partition, then offset.
-            Window.partitionBy("key").orderBy(F.desc("partition"), F.desc("offset"))
+            Window.partitionBy("__ukey").orderBy(F.desc("partition"), F.desc("offset"))
         )).where(
             (F.col("__rank") == 1) & F.col("value").isNotNull()
         )
@@ -211,11 +211,19 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
         .when(key_error.isNotNull(), F.lit("decode-key"))
         .otherwise(F.lit("decode-value"))
     )
+    # The upsert key: the decoded key (so two spellings of one JSON key are one key); a key
+    # that does not decode is keyed by its raw bytes, and NULL by itself.
+    ukey = (
+        F.when(F.col("key").isNull(), F.lit(b"\x00"))
+        .when(key_error.isNotNull(), F.concat(F.lit(b"\x01"), F.col("key")))
+        .otherwise(F.concat(F.lit(b"\x02"), F.encode(_key_repr(decoded, desc), "UTF-8")))
+    )
     return decoded.select(
         "*",
         F.when(F.col("value").isNotNull(), message).alias("__error"),
         code.alias("__code"),
         F.lit("envelope").alias("__kind"),
+        ukey.alias("__ukey"),
     )
 
 
