@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -101,7 +100,6 @@ class Ingestion:
     query: StreamingQuery | None = None
     # Ranges retention deleted before a fresh stream could read them: errors of batch 0.
     lost: tuple = ()
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def desc(self) -> SourceDesc:
