@@ -388,7 +388,7 @@ def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
         created = term.run("CREATE SOURCE words\n  FROM KAFKA CONNECTION kafka (TOPIC 'words')\n  FORMAT TEXT;")
         assert created == "CREATE SOURCE"
         assert term.run("\\d").splitlines()[-2:] == [" words | source", "(1 row)"]
-        assert term.run("\\d words").splitlines()[2] == " text | false    | text"
+        assert term.run("\\d words").splitlines()[2] == " text | f        | text"
         assert time.monotonic() - started < 10
 
         assert term.run("SELEC text FROM words;").splitlines() == [
