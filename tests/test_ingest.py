@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sluice
+from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
 
 AVRO = {"type": "record", "name": "r", "fields": [
@@ -216,16 +217,65 @@ def test_start_timestamp_reads_from_the_first_late_enough_message(session, kafka
     assert sorted(rows(session, "SELECT text FROM ts")) == [("p0-2",), ("p0-3",)]
 
 
-def test_offsets_lost_to_retention_are_an_error_not_silent_loss(session, kafka) -> None:
-    # The embedded broker keeps about 5 MiB per partition: 8 MiB pushes the low mark up.
-    source(session, kafka, [(None, b"x" * 1024) for _ in range(8_000)], "FORMAT BYTES INCLUDE OFFSET",
-           name="retained")
-    (low,) = rows(session, 'SELECT min("offset") FROM IGNORE ERRORS retained')[0]
-    assert low > 0
-    assert failure(session, "SELECT count(*) FROM retained") == (
-        f"Source error: topic 'retained' partition 0: offsets 0 to {low - 1} were deleted by "
+# The embedded broker keeps about 5 MiB per partition: 8 MiB pushes the low mark up.
+BURY = [(None, b"x" * 1024) for _ in range(8_000)]
+
+
+def lost(topic: str, start: int, end: int) -> str:
+    return (
+        f"Source error: topic '{topic}' partition 0: offsets {start} to {end - 1} were deleted by "
         "retention before they were read"
     )
+
+
+def test_history_deleted_before_the_source_existed_is_not_lost(session, kafka) -> None:
+    source(session, kafka, BURY, "FORMAT BYTES INCLUDE OFFSET", name="old")
+    (low, count) = rows(session, 'SELECT min("offset"), count(*) FROM old')[0]
+    assert low > 0 and count == 8_000 - low
+
+
+def test_a_start_offset_retention_deleted_is_an_error(session, kafka) -> None:
+    source(session, kafka, BURY, "FORMAT BYTES", name="old")
+    session.execute(
+        "CREATE SOURCE from_zero FROM KAFKA CONNECTION kafka (TOPIC 'old', START OFFSET (0)) FORMAT BYTES"
+    )
+    (low,) = rows(session, "SELECT 8000 - count(*) FROM old")[0]
+    assert failure(session, "SELECT count(*) FROM from_zero") == lost("old", 0, low)
+
+
+@pytest.mark.parametrize("envelope", ["", "ENVELOPE UPSERT"])
+def test_offsets_deleted_after_the_source_was_created_are_an_error(session, kafka, envelope) -> None:
+    source(session, kafka, [(b"k", b"first")], f"KEY FORMAT TEXT VALUE FORMAT BYTES INCLUDE OFFSET {envelope}",
+           name="gone")
+    assert rows(session, 'SELECT "offset" FROM gone') == [(0,)]
+    produce(kafka.bootstrap, "gone", [(b"k", v) for _, v in BURY], partition=0)
+    low, _ = watermarks(kafka.bootstrap, "gone", {})[0]
+    assert failure(session, "SELECT count(*) FROM gone") == lost("gone", 0, low)
+    assert rows(session, "SELECT code FROM ONLY ERRORS gone") == [("offsets-lost",)]
+    assert rows(session, 'SELECT max("offset") FROM IGNORE ERRORS gone') == [(8_000,)]
+
+
+def test_a_stream_that_falls_behind_retention_reports_the_lost_range(spark, kafka, tmp_path) -> None:
+    kafka.create_topic("behind", 1)
+    produce(kafka.bootstrap, "behind", [(None, b"a"), (None, b"b")], partition=0)
+    with sluice.Session(tmp_path) as first:
+        first.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        first.execute(
+            "CREATE SOURCE behind FROM KAFKA CONNECTION kafka (TOPIC 'behind') FORMAT BYTES "
+            "INCLUDE OFFSET WITH (REDIRECT ERRORS = dlq)"
+        )
+        assert rows(first, "SELECT count(*) FROM behind") == [(2,)]
+    # While nothing ingests, retention deletes offsets the stream has not read yet.
+    produce(kafka.bootstrap, "behind", BURY, partition=0)
+    low, high = watermarks(kafka.bootstrap, "behind", {})[0]
+    assert low > 2
+    with sluice.Session(tmp_path) as reopened:
+        assert rows(reopened, 'SELECT count(*), min("offset") FROM behind WHERE "offset" >= 2') == [
+            (high - low, low)
+        ]
+        assert rows(reopened, 'SELECT error, error_code, partition, "offset", key, value FROM dlq') == [
+            (lost("behind", 2, low), "offsets-lost", 0, 2, None, None)
+        ]
 
 
 @pytest.mark.parametrize(

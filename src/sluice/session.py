@@ -168,8 +168,7 @@ class Session:
         return Result("SELECT", columns, rows)
 
     def _facts(self, statement: ast.Statement) -> Facts:
-        if self.check_kafka:
-            self._check_topic(statement)
+        topic_lows = self._check_topic(statement) if self.check_kafka else ()
         schemas = {}
         for connection_name, subject, span in registry_subjects(statement):
             item = self.catalog.current.get(connection_name)
@@ -189,26 +188,27 @@ class Session:
                 e.span = e.span or span
                 raise
             schemas[(connection_name, subject)] = RegistrySchema(schema_id, schema)
-        return Facts(schemas)
+        return Facts(schemas, topic_lows)
 
 
-    def _check_topic(self, statement: ast.Statement) -> None:
-        """A source's topic must exist when the source is created."""
+    def _check_topic(self, statement: ast.Statement) -> tuple[tuple[int, int], ...]:
+        """A source's topic must exist when the source is created: its partitions' low
+        watermarks."""
         if isinstance(statement, ast.Explain):
             statement = statement.statement
         if not isinstance(statement, ast.CreateSource):
-            return
+            return ()
         topic = next((o.value for o in statement.kafka_options if o.name == "TOPIC"), None)
         connection = self.catalog.current.get(statement.connection.name)
         if topic is None or connection is None or connection.kind != kinds.CONNECTION:
-            return  # the planner reports these
+            return ()  # the planner reports these
         if connection.details.connection_type != kinds.KAFKA:
-            return
+            return ()
         from sluice.kafka.client import KafkaReadError, TopicMissing, connection_config, watermarks
 
         brokers = ",".join(connection.details.brokers)
         try:
-            watermarks(brokers, topic.value, connection_config(connection.details.properties))
+            marks = watermarks(brokers, topic.value, connection_config(connection.details.properties))
         except TopicMissing:
             raise UndefinedObject(
                 "Topic does not exist",
@@ -220,6 +220,7 @@ class Session:
                 f"cannot read topic '{topic.value}' from connection {connection.name}: {e}",
                 span=statement.connection.span,
             ) from None
+        return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))
 
 
 def _literal(sql: str | None) -> str | None:

@@ -69,6 +69,9 @@ class SourceDesc:
     envelope: str  # none | upsert | debezium
     key_format: FormatDesc | None = None
     start_offsets: tuple[int, ...] = ()
+    # (partition, low watermark) when the source was created: reads start there unless
+    # told otherwise, as what retention deleted before the source existed was never its.
+    retained_from: tuple[tuple[int, int], ...] = ()
     start_timestamp: int | None = None
     group_id_prefix: str | None = None
     # The key's columns in the relation; a multi-column key packed by INCLUDE KEY AS is one.

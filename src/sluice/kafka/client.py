@@ -57,6 +57,8 @@ def consumer(bootstrap: str, config: dict) -> Consumer:
             "group.id": "sluice",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # A deleted offset is an error to report, never a silent jump to either end.
+            "auto.offset.reset": "error",
             "fetch.wait.max.ms": 10,
             **config,
         }

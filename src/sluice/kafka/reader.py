@@ -9,6 +9,11 @@ the range: no fetch waits on a timeout for messages that cannot arrive.
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
 `{partition: next offset}` in Spark's checkpoint.
+
+Offsets retention deleted before they were read are never skipped silently: by default the
+read fails (Spark's `failOnDataLoss`); with `report_lost` each lost range arrives as one row
+with NULL key and value at the range's first offset and the column `lost_end` (exclusive)
+set — the only row where it is not NULL.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class Options:
     stall_seconds: float = STALL_SECONDS
     # side ("key" / "value") → decoder spec; see `decoder`.
     decode: dict = field(default_factory=dict)
+    report_lost: bool = False
 
     @staticmethod
     def of(options) -> Options:
@@ -99,14 +105,18 @@ class Options:
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
             stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
             decode=json.loads(options.get("decode", "{}")),
+            report_lost=options.get("report_lost", "false") == "true",
         )
 
     def schema(self) -> StructType:
-        """The raw columns, then `<side>_data` and `<side>_error` for each decoded side."""
+        """The raw columns, then `<side>_data` and `<side>_error` for each decoded side, then
+        `lost_end` when reporting lost ranges."""
         extra = []
         for side, spec in sorted(self.decode.items()):
             data_type = from_arrow_type(decoder(spec).arrow_type)
             extra += [StructField(f"{side}_data", data_type), StructField(f"{side}_error", StringType())]
+        if self.report_lost:
+            extra.append(StructField("lost_end", LongType()))
         return StructType(RAW_SCHEMA.fields + extra)
 
     def consumer(self) -> Consumer:
@@ -143,7 +153,7 @@ def read_range(options: Options, partition: int, start: int, end: int) -> Iterat
 
 def _consume(consumer, options: Options, partition: int, start: int, end: int):
     decoders = {side: decoder(spec) for side, spec in sorted(options.decode.items())}
-    columns = _Columns(decoders)
+    columns = _Columns(decoders, options.report_lost)
     position = start
     last_progress = time.monotonic()
     while position < end:
@@ -159,6 +169,10 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
         for message in messages:
             error = message.error()
             if error is not None:
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    low = _skip_lost(consumer, options, partition, position, end, columns)
+                    position = min(low, end)
+                    break
                 if error.code() == KafkaError._PARTITION_EOF:
                     # The range was computed from the high watermark, so reaching the end of
                     # the partition early means the rest was deleted: nothing more to read.
@@ -175,16 +189,34 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
             position = offset + 1
         if len(columns) >= options.batch_size:
             yield columns.batch(options.topic, partition)
-            columns = _Columns(decoders)
+            columns = _Columns(decoders, options.report_lost)
     if len(columns):
         yield columns.batch(options.topic, partition)
 
 
-class _Columns:
-    """Column builders for one Arrow batch (decoded sides last)."""
+def _skip_lost(consumer, options: Options, partition: int, position: int, end: int, columns) -> int:
+    """Retention deleted `position` before it was read: report `[position, low)` (or fail)
+    and go on from the low watermark, which it returns."""
+    where = TopicPartition(options.topic, partition)
+    low, _ = consumer.get_watermark_offsets(where, timeout=10.0, cached=False)
+    if not options.report_lost:
+        raise KafkaReadError(
+            f"topic {options.topic!r} partition {partition}: offsets {position} to {low - 1} "
+            "were deleted by retention before they were read"
+        )
+    columns.add_lost(partition, position, min(low, end))
+    if low < end:
+        # Reassigning is the way out of the consumer's offset-reset error state.
+        consumer.assign([TopicPartition(options.topic, partition, low)])
+    return low
 
-    def __init__(self, decoders: dict) -> None:
+
+class _Columns:
+    """Column builders for one Arrow batch (decoded sides, then `lost_end`, last)."""
+
+    def __init__(self, decoders: dict, report_lost: bool = False) -> None:
         self.decoders = decoders
+        self.lost_end: list | None = [] if report_lost else None
         self.keys: list = []
         self.values: list = []
         self.offsets: list[int] = []
@@ -206,6 +238,17 @@ class _Columns:
         self.headers.append(
             [{"key": k, "value": v} for k, v in headers] if headers else []
         )
+        if self.lost_end is not None:
+            self.lost_end.append(None)
+
+    def add_lost(self, partition: int, start: int, end: int) -> None:
+        self.keys.append(None)
+        self.values.append(None)
+        self.offsets.append(start)
+        self.timestamps.append(None)
+        self.timestamp_types.append(0)
+        self.headers.append([])
+        self.lost_end.append(end)
 
     def batch(self, topic: str, partition: int) -> pa.RecordBatch:
         n = len(self.offsets)
@@ -227,9 +270,12 @@ class _Columns:
             ],
             schema=ARROW_SCHEMA,
         )
+        names = [f"{side}_{part}" for side in self.decoders for part in ("data", "error")]
+        if self.lost_end is not None:
+            decoded.append(pa.array(self.lost_end, pa.int64()))
+            names.append("lost_end")
         if not decoded:
             return raw
-        names = [f"{side}_{part}" for side in self.decoders for part in ("data", "error")]
         return pa.RecordBatch.from_arrays(raw.columns + decoded, names=ARROW_SCHEMA.names + names)
 
 

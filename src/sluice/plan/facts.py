@@ -1,7 +1,8 @@
 """Facts from outside the catalog that a statement needs, gathered before planning.
 
 Planning is pure, so I/O happens first: the session asks `registry_subjects` which schema
-registry subjects a statement reads, fetches them, and passes them in as `Facts`.
+registry subjects a statement reads, fetches them, and passes them in as `Facts` — with,
+for a CREATE SOURCE, its topic's low watermarks at that moment.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class RegistrySchema:
 class Facts:
     # (schema registry connection name, subject) → its latest schema
     schemas: dict[tuple[str, str], RegistrySchema] = field(default_factory=dict)
+    # (partition, low watermark) of a new source's topic: where its history begins.
+    topic_lows: tuple[tuple[int, int], ...] = ()
 
 
 def registry_subjects(statement: ast.Statement) -> list[tuple[str, str, Span | None]]:

@@ -155,6 +155,7 @@ def plan_create_source(
         envelope=_envelope_name(envelope),
         key_format=key_format,
         start_offsets=start_offsets,
+        retained_from=facts.topic_lows,
         start_timestamp=None if start_timestamp is None else int(start_timestamp.value.text),
         group_id_prefix=None if group_id_prefix is None else group_id_prefix.value.value,
         key_columns=tuple(final_columns[i].name for i in range(len(key_columns))),

@@ -28,9 +28,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import SqlError
 from sluice.kafka.reader import NAME
 from sluice.render.source import (
-    ERRS_COLUMNS,
     SourceRead,
-    lost_ranges,
     reader_options,
     source_messages,
     source_parts,
@@ -73,7 +71,7 @@ class UpsertState(StatefulProcessor):
         if self.winner.exists():
             partition, offset = self.winner.get()
             out.append(self._out({"partition": partition, "offset": offset}, -1, False))
-        if latest["value"] is None:
+        if latest["value"] is None and latest["__error"] is None:
             self.winner.clear()
         else:
             self.winner.update((latest["partition"], latest["offset"]))
@@ -98,8 +96,6 @@ class Ingestion:
     item: Item
     store: Store
     query: StreamingQuery | None = None
-    # Ranges retention deleted before a fresh stream could read them: errors of batch 0.
-    lost: tuple = ()
 
     @property
     def desc(self) -> SourceDesc:
@@ -107,9 +103,6 @@ class Ingestion:
 
     def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead) -> None:
         desc = self.desc
-        fresh = not self.store.exists()
-        if fresh:
-            self.lost = read.lost
         starts = {str(p): start for p, start, _ in read.ranges}
         raw = (
             spark.readStream.format(NAME)
@@ -130,16 +123,16 @@ class Ingestion:
             messages = messages.groupBy("__ukey").transformWithState(
                 UpsertState(messages.columns), schema, "Append", "None"
             )
-        self.store.save_schema(self._out(spark, messages, 0, ()).schema)
+        self.store.save_schema(self._out(messages, 0).schema)
         self.query = (
-            messages.writeStream.foreachBatch(lambda batch, n: self._commit(spark, batch, n))
+            messages.writeStream.foreachBatch(self._commit)
             .option("checkpointLocation", str(self.store.checkpoint))
             .trigger(processingTime=TRIGGER)
             .queryName(f"sluice-source-{self.item.name}-{self.item.id}")
             .start()
         )
 
-    def _out(self, spark: SparkSession, messages: DataFrame, ingested_ms: int, lost) -> DataFrame:
+    def _out(self, messages: DataFrame, ingested_ms: int) -> DataFrame:
         """One row per (message, kind it goes to): the batch files' rows."""
         desc = self.desc
         redirected = desc.dead_letter_table is not None
@@ -161,7 +154,7 @@ class Ingestion:
                 F.when(F.col("__seen") > 0, F.lit("seen")),
             ]
         seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
-        out = messages.select(
+        return messages.select(
             F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
             F.struct(*parts.oks).alias("row"),
             F.struct(*parts.errs, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
@@ -169,36 +162,18 @@ class Ingestion:
             F.col("offset").alias("__o"),
             seen.alias("__seen"),
         )
-        if lost:
-            errors = lost_ranges(spark, desc.topic, lost)
-            lost = errors.select(
-                F.explode(F.array(*map(F.lit, self._lost_kinds(error_kind)))).alias("__out"),
-                F.lit(None).cast(out.schema["row"].dataType).alias("row"),
-                F.struct(*ERRS_COLUMNS, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
-                F.col("partition").alias("__p"),
-                F.col("offset").alias("__o"),
-                F.lit(None).cast("long").alias("__seen"),
-            )
-            out = out.unionByName(lost)
-        return out
 
-    def _lost_kinds(self, error_kind: str) -> list[str]:
-        if self.desc.envelope == "none" or error_kind == "dlq":
-            return [error_kind]
-        return ["errs", "log"]
-
-    def _commit(self, spark: SparkSession, batch: DataFrame, n: int) -> None:
+    def _commit(self, batch: DataFrame, n: int) -> None:
         if self.store.commit_record(n) is not None:
             return  # a replay after a restart: this batch's output is already committed
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
-        self._out(spark, batch, ingested_ms, self.lost).write.partitionBy("__out").parquet(str(written))
+        self._out(batch, ingested_ms).write.partitionBy("__out").parquet(str(written))
         self.store.commit(
             n, written, ingested_ms, self.desc.dead_letter_table is not None, self.desc.envelope != "none"
         )
         shutil.rmtree(staging)
-        self.lost = ()
 
     def stop(self) -> None:
         if self.query is not None:

@@ -41,14 +41,16 @@ class QueryFailed(SqlError):
 
 
 def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
-    """The offset ranges a snapshot of the source reads, and what retention already lost."""
+    """The offset ranges a snapshot of the source reads: from the source's start (START
+    OFFSET / TIMESTAMP, else where its topic began when it was created) to the high
+    watermarks now. A start that retention has since deleted stays: the reader reports it."""
     desc = catalog.by_id(item_id).details
     connection = catalog.by_id(desc.connection).details
     brokers = ",".join(connection.brokers)
     try:
         config = connection_config(catalog.by_id(desc.connection).details.properties)
         marks = watermarks(brokers, desc.topic, config)
-        starts = {p: 0 for p in marks}
+        starts = {p: 0 for p in marks} | dict(desc.retained_from)
         if desc.start_timestamp is not None:
             at = desc.start_timestamp
             if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
@@ -57,14 +59,11 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
         starts.update(enumerate(desc.start_offsets))
     except KafkaReadError as e:
         raise ExternalSystemError(f"Source error: {catalog.by_id(item_id).name}: {e}") from None
-    ranges, lost = [], []
-    for partition, (low, high) in marks.items():
+    ranges = []
+    for partition, (_, high) in marks.items():
         start = starts.get(partition, 0)
-        if start < low:
-            lost.append((partition, start, low))
-            start = low
         ranges.append((partition, start, max(start, high)))
-    return SourceRead(tuple(ranges), tuple(lost))
+    return SourceRead(tuple(ranges))
 
 
 def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:

@@ -46,10 +46,10 @@ class Collection:
 
 @dataclass(frozen=True)
 class SourceRead:
-    """What a snapshot reads: per partition `[start, end)`, and ranges lost to retention."""
+    """What a snapshot reads: per partition `[start, end)`. A start below the partition's
+    low watermark is kept: the reader reports the range retention deleted."""
 
     ranges: tuple[tuple[int, int, int], ...]
-    lost: tuple[tuple[int, int, int], ...] = ()
 
 
 def decode_spec(fmt: FormatDesc, registry_url: str | None) -> dict | None:
@@ -87,7 +87,7 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
             # The winning message of an upsert key: the latest by partition, then offset.
             Window.partitionBy("__ukey").orderBy(F.desc("partition"), F.desc("offset"))
         )).where(
-            (F.col("__rank") == 1) & F.col("value").isNotNull()
+            (F.col("__rank") == 1) & ~parts.skipped
         )
         state_parts = source_parts(state, desc, item)
         collection = Collection(
@@ -96,10 +96,6 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
             messages,
             messages.where(parts.failed).select(*parts.errs),
         )
-    if read.lost:
-        lost = lost_ranges(spark, desc.topic, read.lost)
-        collection.errs = collection.errs.unionByName(lost)
-        collection.log = collection.log.unionByName(lost)
     return collection
 
 
@@ -119,6 +115,7 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
         "topic": desc.topic,
         "config": json.dumps(connection_config(connection.properties)),
         "decode": json.dumps(decode),
+        "report_lost": "true",
     }
 
 
@@ -187,7 +184,9 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
             .otherwise(F.lit("decode-value"))
         )
         kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
-        return decoded.select("*", error.alias("__error"), code.alias("__code"), kind.alias("__kind"))
+        return _with_lost_ranges(
+            decoded.select("*", error.alias("__error"), code.alias("__code"), kind.alias("__kind"))
+        )
     if desc.envelope == "debezium":
         deleted = F.col("value").isNull() | (
             value_error.isNull() & F.col("value_data")["after"].isNull()
@@ -218,13 +217,41 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
         .when(key_error.isNotNull(), F.concat(F.lit(b"\x01"), F.col("key")))
         .otherwise(F.concat(F.lit(b"\x02"), F.encode(_key_repr(decoded, desc), "UTF-8")))
     )
-    return decoded.select(
+    return _with_lost_ranges(decoded.select(
         "*",
         F.when(F.col("value").isNotNull(), message).alias("__error"),
         code.alias("__code"),
         F.lit("envelope").alias("__kind"),
         ukey.alias("__ukey"),
+    ))
+
+
+def _with_lost_ranges(messages: DataFrame) -> DataFrame:
+    """A range retention deleted before it was read (the reader's `lost_end` row) is a
+    permanent source error: an upsert source keys it by its own position, so no later
+    message retracts it."""
+    lost = F.col("lost_end").isNotNull()
+    text = F.format_string(
+        "Source error: topic '%s' partition %d: offsets %d to %d were deleted by retention "
+        "before they were read",
+        "topic", "partition", "offset", F.col("lost_end") - 1,
     )
+    replaced = {
+        "__error": F.when(lost, text).otherwise(F.col("__error")),
+        "__code": F.when(lost, F.lit("offsets-lost")).otherwise(F.col("__code")),
+        "__kind": F.when(lost, F.lit("source")).otherwise(F.col("__kind")),
+    }
+    if "__ukey" in messages.columns:
+        position = F.format_string("%d:%d", "partition", "offset")
+        replaced["__ukey"] = F.when(lost, F.concat(F.lit(b"\x03"), F.encode(position, "UTF-8"))).otherwise(
+            F.col("__ukey")
+        )
+    return messages.withColumns(replaced)
+
+
+def _deletes(messages: DataFrame) -> SparkColumn:
+    """Whether an upsert message removes its key: a NULL value that is not a lost range."""
+    return F.col("value").isNull() & F.col("__error").isNull()
 
 
 @dataclass
@@ -235,7 +262,7 @@ class SourceParts:
 
     ok: SparkColumn
     failed: SparkColumn
-    skipped: SparkColumn
+    skipped: SparkColumn  # ENVELOPE NONE: dropped; upsert: removes its key
     oks: list[SparkColumn]
     errs: list[SparkColumn]
 
@@ -249,7 +276,7 @@ def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourcePar
         *ERRS_COLUMNS[3:],
     ]
     if desc.envelope == "none":
-        skipped = F.col("key").isNull() & F.col("value").isNull()
+        skipped = F.col("key").isNull() & F.col("value").isNull() & ~failed
         return SourceParts(~skipped & ~failed, ~skipped & failed, skipped, _row_columns(messages, desc, item), errs)
     value_error = F.col("__value_error")
     inline = None
@@ -258,7 +285,7 @@ def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourcePar
     good_key = F.col("key").isNotNull() & F.col("__key_error").isNull()
     shown = good_key & (value_error.isNull() | F.lit(inline is not None))
     oks = _row_columns(messages, desc, item, inline)
-    return SourceParts(shown, failed, F.col("value").isNull(), oks, errs)
+    return SourceParts(shown, failed, _deletes(messages), oks, errs)
 
 
 def _key_repr(decoded: DataFrame, desc: SourceDesc):
@@ -311,26 +338,3 @@ def _side_columns(raw: DataFrame, side: str, fmt: FormatDesc) -> list[SparkColum
         else:
             columns.append(data[name])
     return columns
-
-
-def lost_ranges(spark: SparkSession, topic: str, lost) -> DataFrame:
-    rows = [
-        (
-            "source",
-            "offsets-lost",
-            f"Source error: topic '{topic}' partition {p}: offsets {start} to {end - 1} were "
-            "deleted by retention before they were read",
-            p,
-            start,
-            None,
-            None,
-            None,
-        )
-        for p, start, end in lost
-    ]
-    return spark.createDataFrame(
-        rows,
-        "kind string, code string, message string, partition int, offset bigint, "
-        "timestamp timestamp, key binary, value binary",
-    )
-
