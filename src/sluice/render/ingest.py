@@ -32,6 +32,7 @@ from sluice.render.source import (
     reader_options,
     source_messages,
     source_parts,
+    state_columns,
     with_decode_errors,
 )
 from sluice.render.store import Store
@@ -91,6 +92,33 @@ class UpsertState(StatefulProcessor):
         pass
 
 
+# What the upsert state decides on; every other column travels packed as one JSON text,
+# since the state operator converts each column of each message into Python and back.
+_DECIDING = ("__ukey", "partition", "offset", "__error", "value")
+
+
+def _upsert_changes(messages: DataFrame) -> DataFrame:
+    """An upsert source's messages through its state (see `UpsertState`)."""
+    carried = [c for c in messages.columns if c not in _DECIDING]
+    packed_type = messages.select(*carried).schema
+    narrow = messages.select(*_DECIDING, F.to_json(F.struct(*carried)).alias("__packed"))
+    schema = StructType(
+        narrow.schema.fields
+        + [
+            StructField("__diff", IntegerType()),
+            StructField("__log", BooleanType()),
+            StructField("__seen", LongType()),
+        ]
+    )
+    changes = narrow.groupBy("__ukey").transformWithState(
+        UpsertState(narrow.columns), schema, "Append", "None"
+    )
+    unpacked = F.from_json("__packed", packed_type)
+    return changes.select(
+        *(c for c in changes.columns if c != "__packed"), *(unpacked[c].alias(c) for c in carried)
+    )
+
+
 @dataclass
 class Ingestion:
     item: Item
@@ -112,17 +140,7 @@ class Ingestion:
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
         if desc.envelope != "none":
-            schema = StructType(
-                messages.schema.fields
-                + [
-                    StructField("__diff", IntegerType()),
-                    StructField("__log", BooleanType()),
-                    StructField("__seen", LongType()),
-                ]
-            )
-            messages = messages.groupBy("__ukey").transformWithState(
-                UpsertState(messages.columns), schema, "Append", "None"
-            )
+            messages = _upsert_changes(messages.select(*state_columns(messages, desc)))
         self.store.save_schema(self._out(messages, 0).schema)
         self.query = (
             messages.writeStream.foreachBatch(self._commit)

@@ -249,6 +249,18 @@ def _with_lost_ranges(messages: DataFrame) -> DataFrame:
     return messages.withColumns(replaced)
 
 
+def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
+    """What an upsert source's state operator carries per message: only what its rows and
+    errors are made of (every column costs a conversion into Python and back), and the raw
+    value only where an error shows it — a good value keeps just its non-NULL-ness."""
+    unused = {"topic", "timestampType", "key_error", "value_error", "lost_end"}
+    if "HEADERS" not in {kind for kind, _ in desc.metadata}:
+        unused.add("headers")
+    value = F.col("value")
+    shown = F.when(F.col("__error").isNotNull() | value.isNull(), value).otherwise(F.lit(b""))
+    return [shown.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
+
+
 def _deletes(messages: DataFrame) -> SparkColumn:
     """Whether an upsert message removes its key: a NULL value that is not a lost range."""
     return F.col("value").isNull() & F.col("__error").isNull()
