@@ -38,7 +38,7 @@ from sluice.render.source import (
 from sluice.render.store import Store
 
 # How often an idle stream asks Kafka for new offsets.
-TRIGGER = "200 milliseconds"
+TRIGGER = "100 milliseconds"
 
 
 class SourceStreamFailed(SqlError):

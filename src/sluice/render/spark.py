@@ -8,6 +8,7 @@ interpreter sluice runs in (so they import sluice), and timestamps are UTC.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -67,6 +68,17 @@ def _stderr_to(path: Path):
         os.close(saved)
 
 
+def _local_cores(master: str) -> int | None:
+    """N of `local[N]` (`local[*]`: the machine's), None for a cluster."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if found is None:
+        return None
+    cores = found.group(1)
+    if cores is None:
+        return 1
+    return (os.cpu_count() or 1) if cores == "*" else int(cores)
+
+
 def _build() -> SparkSession:
     master = os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER)
     return (
@@ -75,7 +87,9 @@ def _build() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
+        # One shuffle partition per local core: every partition of an upsert source's state
+        # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
+        .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
         # Upsert state lives in RocksDB (transformWithState requires it).
         .config(
             "spark.sql.streaming.stateStore.providerClass",
