@@ -251,14 +251,16 @@ def _with_lost_ranges(messages: DataFrame) -> DataFrame:
 
 def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
     """What an upsert source's state operator carries per message: only what its rows and
-    errors are made of (every column costs a conversion into Python and back), and the raw
-    value only where an error shows it — a good value keeps just its non-NULL-ness."""
+    errors are made of (every column costs a conversion into Python and back). A value the
+    reader decoded is needed raw only where an error shows it: elsewhere it keeps just its
+    non-NULL-ness."""
     unused = {"topic", "timestampType", "key_error", "value_error", "lost_end"}
     if "HEADERS" not in {kind for kind, _ in desc.metadata}:
         unused.add("headers")
     value = F.col("value")
-    shown = F.when(F.col("__error").isNotNull() | value.isNull(), value).otherwise(F.lit(b""))
-    return [shown.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
+    if decode_spec(desc.value_format, None) is not None:
+        value = F.when(F.col("__error").isNotNull() | value.isNull(), value).otherwise(F.lit(b""))
+    return [value.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
 
 
 def _deletes(messages: DataFrame) -> SparkColumn:
