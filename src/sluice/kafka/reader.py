@@ -80,6 +80,9 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 
+# The text of a range retention deleted before it was read (first and last offset).
+LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
+
 BATCH_SIZE = 10_000
 # A read that makes no progress for this long fails instead of hanging (broker gone).
 STALL_SECONDS = 30.0
@@ -200,11 +203,8 @@ def _skip_lost(consumer, options: Options, partition: int, position: int, end: i
     where = TopicPartition(options.topic, partition)
     low, _ = consumer.get_watermark_offsets(where, timeout=10.0, cached=False)
     if not options.report_lost:
-        raise KafkaReadError(
-            f"topic {options.topic!r} partition {partition}: offsets {position} to {low - 1} "
-            "were deleted by retention before they were read"
-        )
-    columns.add_lost(partition, position, min(low, end))
+        raise KafkaReadError(f"topic {options.topic!r} partition {partition}: " + LOST_RANGE % (position, low - 1))
+    columns.add_lost(position, min(low, end))
     if low < end:
         # Reassigning is the way out of the consumer's offset-reset error state.
         consumer.assign([TopicPartition(options.topic, partition, low)])
@@ -216,7 +216,8 @@ class _Columns:
 
     def __init__(self, decoders: dict, report_lost: bool = False) -> None:
         self.decoders = decoders
-        self.lost_end: list | None = [] if report_lost else None
+        # Row index → end of the lost range that row stands for (None: not reporting).
+        self.lost_end: dict[int, int] | None = {} if report_lost else None
         self.keys: list = []
         self.values: list = []
         self.offsets: list[int] = []
@@ -238,17 +239,15 @@ class _Columns:
         self.headers.append(
             [{"key": k, "value": v} for k, v in headers] if headers else []
         )
-        if self.lost_end is not None:
-            self.lost_end.append(None)
 
-    def add_lost(self, partition: int, start: int, end: int) -> None:
+    def add_lost(self, start: int, end: int) -> None:
+        self.lost_end[len(self.offsets)] = end
         self.keys.append(None)
         self.values.append(None)
         self.offsets.append(start)
         self.timestamps.append(None)
         self.timestamp_types.append(0)
         self.headers.append([])
-        self.lost_end.append(end)
 
     def batch(self, topic: str, partition: int) -> pa.RecordBatch:
         n = len(self.offsets)
@@ -272,7 +271,11 @@ class _Columns:
         )
         names = [f"{side}_{part}" for side in self.decoders for part in ("data", "error")]
         if self.lost_end is not None:
-            decoded.append(pa.array(self.lost_end, pa.int64()))
+            decoded.append(
+                pa.array([self.lost_end.get(i) for i in range(n)], pa.int64())
+                if self.lost_end
+                else pa.nulls(n, pa.int64())
+            )
             names.append("lost_end")
         if not decoded:
             return raw

@@ -50,7 +50,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     try:
         config = connection_config(catalog.by_id(desc.connection).details.properties)
         marks = watermarks(brokers, desc.topic, config)
-        starts = {p: 0 for p in marks} | dict(desc.retained_from)
+        starts = dict(desc.retained_from)
         if desc.start_timestamp is not None:
             at = desc.start_timestamp
             if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP

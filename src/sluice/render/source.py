@@ -21,7 +21,7 @@ from pyspark.sql.window import Window
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.kafka.client import connection_config
-from sluice.kafka.reader import NAME
+from sluice.kafka.reader import LOST_RANGE, NAME
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
 FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
@@ -232,9 +232,7 @@ def _with_lost_ranges(messages: DataFrame) -> DataFrame:
     message retracts it."""
     lost = F.col("lost_end").isNotNull()
     text = F.format_string(
-        "Source error: topic '%s' partition %d: offsets %d to %d were deleted by retention "
-        "before they were read",
-        "topic", "partition", "offset", F.col("lost_end") - 1,
+        "Source error: topic '%s' partition %d: " + LOST_RANGE, "topic", "partition", "offset", F.col("lost_end") - 1
     )
     replaced = {
         "__error": F.when(lost, text).otherwise(F.col("__error")),
