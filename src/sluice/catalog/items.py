@@ -19,8 +19,9 @@ DEAD_LETTER_TABLE = "dead-letter table"
 VIEW = "view"
 MATERIALIZED_VIEW = "materialized view"
 SINK = "sink"
+INDEX = "index"
 
-KINDS = (CONNECTION, SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW, SINK)
+KINDS = (CONNECTION, SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW, SINK, INDEX)
 # The kind a statement names (`DROP MATERIALIZED VIEW`, `SHOW CREATE SINK`).
 KIND_KEYWORDS = {
     "SOURCE": SOURCE,
@@ -29,9 +30,17 @@ KIND_KEYWORDS = {
     "TABLE": TABLE,
     "SINK": SINK,
     "CONNECTION": CONNECTION,
+    "INDEX": INDEX,
 }
 # Kinds whose rows a query can read.
 RELATIONS = (SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW)
+
+
+
+def a_kind(kind: str) -> str:
+    """`kind` with its article: "a table", "an index"."""
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
 
 KAFKA = "kafka"
 SCHEMA_REGISTRY = "confluent schema registry"
@@ -114,7 +123,17 @@ class SinkDesc:
     registry_connection: str | None = None
 
 
-Details = ConnectionDesc | SourceDesc | DeadLetterDesc | TableDesc | ViewDesc | SinkDesc
+@dataclass(frozen=True)
+class IndexDesc:
+    """An index names columns of a relation; it never changes a result, and sluice's plans
+    do not use one (Spark scans), so it is the catalog entry only — kept so that scripts
+    that create and drop indexes, SQLite's corpus among them, run as written."""
+
+    on: str  # item id of the relation
+    columns: tuple[str, ...]
+
+
+Details = ConnectionDesc | SourceDesc | DeadLetterDesc | TableDesc | ViewDesc | SinkDesc | IndexDesc
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ _CREATES = {
     ast.CreateConnection: ("CONNECTION", ddl.plan_create_connection),
     ast.CreateTable: ("TABLE", ddl.plan_create_table),
     ast.CreateSink: ("SINK", ddl.plan_create_sink),
+    ast.CreateIndex: ("INDEX", ddl.plan_create_index),
 }
 
 
@@ -55,7 +56,7 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     facts = facts or Facts()
     if isinstance(statement, ast.Explain):
         return _explain(statement, catalog, facts)
-    if isinstance(statement, (ast.CreateConnection, ast.CreateTable, ast.CreateSink)):
+    if isinstance(statement, tuple(_CREATES)):
         kind, build = _CREATES[type(statement)]
         return _create(statement, f"CREATE {kind}", catalog, lambda: (build(statement, catalog),))
     if isinstance(statement, ast.CreateSource):
@@ -67,8 +68,6 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
         return _create(
             statement, f"CREATE {kind}", catalog, lambda: (ddl.plan_create_view(statement, catalog),)
         )
-    if isinstance(statement, ast.CreateIndex):
-        return ddl.plan_create_index(statement, catalog)
     if isinstance(statement, ast.Select):
         return plan_query(statement.body, catalog)
     if isinstance(statement, ast.Subscribe):

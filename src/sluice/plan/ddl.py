@@ -93,15 +93,17 @@ def sql_type(data_type: ast.DataType) -> SqlType:
     return result
 
 
-def plan_create_index(statement: ast.CreateIndex, catalog: Catalog) -> NoticePlan:
-    """An index never changes a result and sluice's plans do not use one: CREATE INDEX
-    checks what it names and creates nothing (SQL scripts, SQLite's corpus among them,
-    create indexes freely)."""
+def plan_create_index(statement: ast.CreateIndex, catalog: Catalog) -> Item:
+    """A catalog entry only (`IndexDesc` says why)."""
+    name = item_name(statement.name)
+    ensure_free(catalog, name, statement.name.span)
     item = resolve(catalog, statement.on, *kinds.RELATIONS)
-    for ident in statement.columns:
+    for ident in (c.column for c in statement.columns):
         if item.column(ident.value) is None:
             raise UndefinedColumn(f'column "{ident.value}" does not exist', span=ident.span)
-    return NoticePlan("sluice keeps no indexes: the index was not created", "CREATE INDEX")
+    (item_id,) = catalog.allocate_ids(1)
+    desc = kinds.IndexDesc(item.id, tuple(c.column.value for c in statement.columns))
+    return Item(item_id, name, kinds.INDEX, statement.to_sql(), depends_on=(item.id,), details=desc)
 
 
 def plan_create_table(statement: ast.CreateTable, catalog: Catalog) -> Item:
@@ -257,7 +259,7 @@ def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
                 span=name.span,
             )
         if item.kind != kind:
-            raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a {kind}', span=name.span)
+            raise WrongObjectType(f'"{item.name}" is {kinds.a_kind(item.kind)}, not {kinds.a_kind(kind)}', span=name.span)
         targets.append(item)
     if not targets:
         return NoticePlan("; ".join(notices), status)
@@ -266,7 +268,8 @@ def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
 
 
 def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement: ast.Drop):
-    """The targets, their dead-letter tables, and (with CASCADE) everything built on them."""
+    """The targets, what they own (a source's dead-letter table, a relation's indexes) and
+    (with CASCADE) everything built on them."""
     chosen: dict[str, Item] = {}
     stack = list(targets)
     while stack:
@@ -275,7 +278,9 @@ def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement:
             continue
         chosen[item.id] = item
         for dependent in catalog.dependents(item.id):
-            owned = dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.details.source == item.id
+            owned = dependent.kind == kinds.INDEX or (
+                dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.details.source == item.id
+            )
             if owned or statement.cascade:
                 stack.append(dependent)
             elif dependent.id not in chosen and dependent not in targets:

@@ -5,7 +5,7 @@ One namespace: `x`, `public.x` and `materialize.public.x` all name item `x`.
 
 from __future__ import annotations
 
-from sluice.catalog.items import RELATIONS, Item
+from sluice.catalog.items import RELATIONS, Item, a_kind
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, UndefinedObject, WrongObjectType
 from sluice.syntax import ast
@@ -27,7 +27,7 @@ def resolve(catalog: Catalog, name: ast.ObjectName, *kinds: str) -> Item:
         raise UndefinedObject(f"unknown catalog item '{name}'", span=name.span)
     if kinds and item.kind not in kinds:
         wanted = "relation" if set(kinds) <= set(RELATIONS) and len(kinds) > 2 else kinds[0]
-        raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a {wanted}', span=name.span)
+        raise WrongObjectType(f'"{item.name}" is {a_kind(item.kind)}, not {a_kind(wanted)}', span=name.span)
     return item
 
 

@@ -174,11 +174,11 @@ def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> li
         if item is None:
             raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
         if item.kind not in kinds.RELATIONS:
-            raise WrongObjectType(f'"{item.name}" is a {item.kind}, not a relation', span=span)
+            raise WrongObjectType(f'"{item.name}" is {kinds.a_kind(item.kind)}, not a relation', span=span)
         errors = table.args.get(ERRORS_MODIFIER)
         if errors is not None and item.kind != kinds.SOURCE:
             raise WrongObjectType(
-                f'{errors} ERRORS is allowed on sources only, and "{item.name}" is a {item.kind}',
+                f'{errors} ERRORS is allowed on sources only, and "{item.name}" is {kinds.a_kind(item.kind)}',
                 span=span,
             )
         references.append(_Reference(table, item, errors))

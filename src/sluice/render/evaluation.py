@@ -66,7 +66,7 @@ def check(query: exp.Expression) -> Checked:
         scopes = traverse_scope(query)
     except Exception:  # noqa: BLE001 - a shape sqlglot cannot scope: Spark's own errors remain
         return Checked(query)
-    found: list[tuple[exp.Select, Err, list[Err], bool]] = []
+    found: list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]] = []
     for scope in scopes:
         select = scope.expression
         if isinstance(select, exp.Select) and not scope.external_columns:
@@ -122,8 +122,9 @@ class _Select:
         self.opaque_aggregates = False
         self.keys: list[tuple[exp.Expression, exp.Expression]] = []  # (as written, made safe)
 
-    def check(self) -> list[tuple[exp.Select, Err, list[Err], bool]]:
-        """(select, error per row or group, errors per join, grouped) for each error kind."""
+    def check(self) -> list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]]:
+        """(select, error per row or group, errors per join, the select's clauses that
+        pick those rows or groups) for each error kind."""
         select = self.select
         joins = [self.expression(j.args.get("on")) for j in select.args.get("joins") or []]
         where = select.args.get("where")
@@ -136,24 +137,28 @@ class _Select:
         aggregates = _aggregates(outputs + ordered + ([having.this] if having is not None else []))
         grouped = group is not None or bool(aggregates)
         if not grouped:
-            row = [self.expression(o) for o in outputs] + self.ordering(ordered)
-            err = _first([where_err, self.kept(where, _first(row))])
-            return [(select, err, joins, False)] if err is not None or any(joins) else []
-        written = [k.copy() for k in group.expressions] if group is not None else []
-        keys = [self.expression(k) for k in (group.expressions if group is not None else [])]
-        arguments = [self.expression(a) for agg in aggregates for a in list(agg.iter_expressions())]
-        row_err = _first([where_err, self.kept(where, _first(keys + arguments))])
+            row = _first([self.expression(o) for o in outputs] + self.ordering(ordered))
+        else:
+            written = [k.copy() for k in group.expressions] if group is not None else []
+            keys = [self.expression(k) for k in (group.expressions if group is not None else [])]
+            row = _first(keys + [self.expression(a) for agg in aggregates for a in list(agg.iter_expressions())])
+        if where is not None and where_err is None and not any(joins):
+            # A WHERE that cannot fail picks the rows to check as it picks the rows, so
+            # Spark plans its equalities as joins, not a product of the tables.
+            rows = [(select, row, joins, ("where",))] if row is not None else []
+        else:
+            row = _first([where_err, self.kept(where, row)])
+            rows = [(select, row, joins, ())] if row is not None or any(joins) else []
+        if not grouped:
+            return rows
         self.opaque_aggregates = True
         self.keys = list(zip(written, group.expressions)) if group is not None else []
         having_err = self.expression(having.this) if having is not None else None
         per_group = [self.expression(o) for o in outputs] + self.ordering(ordered)
         group_err = _first([having_err, self.kept(having, _first(per_group))])
-        found = []
-        if row_err is not None or any(joins):
-            found.append((select, row_err, joins, False))
-        if group_err is not None:
-            found.append((select, group_err, [None] * len(joins), True))
-        return found
+        if group_err is None:
+            return rows
+        return rows + [(select, group_err, [None] * len(joins), ("where", "group"))]
 
     @staticmethod
     def kept(clause: exp.Expression | None, err: Err) -> Err:
@@ -299,8 +304,9 @@ def _syntax_message(value: exp.Expression, target: exp.DataType.Type) -> exp.Exp
     return exp.Case(ifs=[exp.If(this=integral, true=in_range)], default=syntax)
 
 
-def _errors_query(select: exp.Select, err: Err, joins: list[Err], grouped: bool) -> exp.Query:
-    """`SELECT message FROM (<err per row or group of select>) WHERE message IS NOT NULL`."""
+def _errors_query(select: exp.Select, err: Err, joins: list[Err], clauses: tuple[str, ...]) -> exp.Query:
+    """`SELECT message FROM (<err per row or group of select>) WHERE message IS NOT NULL`,
+    the rows or groups picked by the select's `clauses`."""
     rows = exp.Select()
     from_ = select.args.get("from_")
     if from_ is not None:
@@ -314,10 +320,9 @@ def _errors_query(select: exp.Select, err: Err, joins: list[Err], grouped: bool)
             join.set("on", exp.or_(exp.paren(join.args["on"]), failed))
         copied.append(join)
     rows.set("joins", copied or None)
-    if grouped:
-        for clause in ("where", "group"):
-            if select.args.get(clause) is not None:
-                rows.set(clause, select.args[clause].copy())
+    for clause in clauses:
+        if select.args.get(clause) is not None:
+            rows.set(clause, select.args[clause].copy())
     err = _first([*joins, err])
     rows.select(exp.alias_(err, MESSAGE), copy=False)
     query = exp.select(MESSAGE).from_(rows.subquery("errs")).where(exp.column(MESSAGE).is_(exp.null()).not_())

@@ -29,12 +29,12 @@ from sluice.render.evaluation import MESSAGE
 from sluice.render.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
-from sluice.render.types import spark_schema
+from sluice.render.types import table_frame
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 
 
-# The text a guard's failure raises in Spark: this prefix and the run's index.
+# The text a guard's failure raises in Spark: this prefix, the run's index, the error.
 _GUARD = "sluice guard failed: run "
 
 
@@ -89,8 +89,7 @@ class QueryRenderer:
                 return _dead_letter_rows(collection.dead_letters, F.col("mz_timestamp")), []
             return _dead_letter_rows(collection.log, F.lit(self.snapshot_ms)), []
         if item.kind == kinds.TABLE:
-            rows = self.tables.read(item)
-            return self.spark.createDataFrame(rows, spark_schema(item.columns)), []
+            return table_frame(self.spark, self.tables.read(item), item.columns), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
             body = parse_query(item.details.query, 0, "query")
             return self.query(plan_query(body, self.catalog))
@@ -148,7 +147,11 @@ class QueryRenderer:
         union = None
         for errs in guards:
             union = errs.select(MESSAGE) if union is None else union.unionByName(errs.select(MESSAGE))
-        failing = union.where(F.raise_error(F.lit(marker)).isNull())
+        # Raised only for a message: Spark may move a guard's filters past one another
+        # (and one reading no column below a join, raising on every row of one side).
+        message = F.col(MESSAGE)
+        raised = F.when(message.isNotNull(), F.raise_error(F.concat(F.lit(f"{marker}: "), message)))
+        failing = union.where(raised.isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
     def error_of(self, failure: Exception) -> str | None:
@@ -161,7 +164,8 @@ class QueryRenderer:
         marker = (failure.getMessageParameters() or {}).get("errorMessage", "")
         if not marker.startswith(_GUARD):
             return None
-        return _first_error(self.runs[int(marker.removeprefix(_GUARD))])
+        run = marker.removeprefix(_GUARD).split(":", 1)[0]
+        return _first_error(self.runs[int(run)])
 
     def close(self) -> None:
         for collection in self.collections.values():

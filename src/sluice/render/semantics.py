@@ -11,20 +11,14 @@ Spark SQL (DESIGN.md §8).
   Spark would fail casting the literal to a number (as SQLite's corpus expects).
 * An unconstrained `numeric` cast keeps fractional digits (ten: the scale tables store
   numeric with), where Spark's bare DECIMAL would round to an integer.
-* jsonb is a Spark VARIANT (sources parse it so; `QueryRenderer` parses tables' stored
-  text): `->` / `#>` extract a jsonb (a JSON `null` stays jsonb `null`, a missing key or
-  index is NULL), `->>` / `#>>` its text (a string unquoted, JSON `null` as NULL),
-  `jsonb_typeof` names its JSON type, `jsonb::text` is its JSON text and `text::jsonb`
-  parses.
+* jsonb is a Spark VARIANT: `jsonb` compiles its operators and comparisons.
 """
 
 from __future__ import annotations
 
-import re
-
 from sqlglot import exp
 
-from sluice.errors import FeatureNotSupported
+from sluice.render import jsonb
 
 _TRUTH_ONLY = (exp.Where, exp.Having)
 
@@ -32,7 +26,7 @@ _TRUTH_ONLY = (exp.Where, exp.Having)
 def spark_sql(query: exp.Expression) -> str:
     """`query` (qualified and type-annotated) as Spark SQL with PostgreSQL's semantics."""
     query = query.copy()
-    _json(query)
+    jsonb.compile_jsonb(query)
     for cast in query.find_all(exp.Cast):
         if cast.to.is_type(exp.DataType.Type.DECIMAL) and not cast.to.expressions:
             cast.set("to", exp.DataType.build("DECIMAL(38, 10)"))
@@ -44,7 +38,8 @@ def spark_sql(query: exp.Expression) -> str:
                 node.replace(_null_aware(node))
         elif not node.expressions and not node.args.get("unnest") and not node.args.get("field"):
             node.replace(exp.false())
-    return query.sql(dialect="spark")
+    # Every name quoted: a PostgreSQL name may be a keyword to Spark (`semi`, `anti`).
+    return query.sql(dialect="spark", identify=True)
 
 
 def _truth_only(node: exp.Expression) -> bool:
@@ -114,96 +109,4 @@ def _with_null(query: exp.Query) -> exp.Query:
         exp.select(exp.Literal.number(1))
         .from_(query.copy().subquery("q"))
         .where(exp.Is(this=exp.column(name, "q"), expression=exp.Null()))
-    )
-
-
-_JSON_TYPES = (exp.DataType.Type.JSON, exp.DataType.Type.JSONB)
-_EXTRACTS = {
-    exp.JSONExtract: False,
-    exp.JSONBExtract: False,
-    exp.JSONExtractScalar: True,
-    exp.JSONBExtractScalar: True,
-}
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# schema_of_variant's names → jsonb_typeof's (every other scalar is a JSON number).
-_JSON_TYPEOF = {"OBJECT": "object", "ARRAY": "array", "STRING": "string", "BOOLEAN": "boolean", "VOID": "null"}
-
-
-def _json(query: exp.Expression) -> None:
-    """The jsonb operators, functions and casts as Spark's VARIANT functions, in place
-    (innermost first: an outer operator's operand is then already rewritten)."""
-    nodes = [n for n in query.find_all(*_EXTRACTS, exp.Anonymous, exp.Cast) if _is_json(n)]
-    for node in reversed(nodes):
-        node.replace(_json_sql(node))
-
-
-def _is_json(node: exp.Expression) -> bool:
-    if isinstance(node, exp.Anonymous):
-        return node.name.lower() == "jsonb_typeof"
-    if isinstance(node, exp.Cast):
-        return node.to.is_type(*_JSON_TYPES) or node.this.is_type(*_JSON_TYPES)
-    return True
-
-
-def _json_sql(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.Anonymous):
-        return _typeof(node.expressions[0])
-    if isinstance(node, exp.Cast):
-        if node.to.is_type(*_JSON_TYPES):
-            parse = "try_parse_json" if isinstance(node, exp.TryCast) else "parse_json"
-            return exp.func(parse, node.this)
-        if node.to.is_type(*exp.DataType.TEXT_TYPES):
-            return exp.func("to_json", node.this)
-        return node
-    path = _variant_path(node.expression)
-    arguments = [node.this, exp.Literal.string(path)]
-    if _EXTRACTS[type(node)]:
-        arguments.append(exp.Literal.string("string"))
-    return exp.func("try_variant_get", *arguments)
-
-
-def _variant_path(path: exp.Expression) -> str:
-    """A `->` operand (key or index) or a `#>` text-array path as a VARIANT path."""
-    if isinstance(path, exp.JSONPath):
-        steps = []
-        for part in path.expressions:
-            if isinstance(part, exp.JSONPathKey):
-                steps.append(str(part.this))
-            elif isinstance(part, exp.JSONPathSubscript) and isinstance(part.this, int):
-                steps.append(part.this)
-            elif not isinstance(part, exp.JSONPathRoot):
-                raise FeatureNotSupported(f"jsonb path {path.sql()} is not supported")
-    elif isinstance(path, exp.Literal) and path.is_string:
-        text = path.this.strip()
-        if not (text.startswith("{") and text.endswith("}")):
-            raise FeatureNotSupported(f"malformed jsonb path {text!r}: expected a text array such as '{{a,0}}'")
-        steps = [int(s) if s.strip().isdigit() else s.strip() for s in text[1:-1].split(",") if s.strip()]
-    else:
-        raise FeatureNotSupported("jsonb keys and paths must be constants")
-    return "$" + "".join(_path_step(step) for step in steps)
-
-
-def _path_step(step: str | int) -> str:
-    if isinstance(step, int):
-        return f"[{step}]"
-    if _IDENTIFIER.fullmatch(step):
-        return f".{step}"
-    if '"' not in step:
-        return f'["{step}"]'
-    if "'" not in step:
-        return f"['{step}']"
-    raise FeatureNotSupported(f"jsonb key {step!r} has both kinds of quote")
-
-
-def _typeof(value: exp.Expression) -> exp.Expression:
-    schema = exp.func("schema_of_variant", value)
-    return exp.Case(
-        ifs=[
-            exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
-            *(
-                exp.If(this=exp.func("startswith", schema.copy(), exp.Literal.string(prefix)), true=exp.Literal.string(name))
-                for prefix, name in _JSON_TYPEOF.items()
-            ),
-        ],
-        default=exp.Literal.string("number"),
     )

@@ -90,6 +90,10 @@ def _build() -> SparkSession:
         # One shuffle partition per local core: every partition of an upsert source's state
         # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
         .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
+        # Every broadcast side of a join takes at least one page; the default page (a
+        # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
+        # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
+        .config("spark.buffer.pageSize", "1m")
         # Upsert state lives in RocksDB (transformWithState requires it).
         .config(
             "spark.sql.streaming.stateStore.providerClass",

@@ -453,12 +453,23 @@ class CreateTable(Statement):
 
 
 @dataclass(frozen=True)
+class IndexColumn(Node):
+    """`column [ASC | DESC]` in CREATE INDEX."""
+
+    column: Ident
+    order: str | None = None  # ASC | DESC
+
+    def to_sql(self) -> str:
+        return self.column.to_sql() + (f" {self.order}" if self.order else "")
+
+
+@dataclass(frozen=True)
 class CreateIndex(Statement):
-    """`CREATE INDEX name ON relation (column, …)`."""
+    """`CREATE INDEX name ON relation (column [ASC | DESC], …)`."""
 
     name: ObjectName
     on: ObjectName
-    columns: tuple[Ident, ...]
+    columns: tuple[IndexColumn, ...]
     if_not_exists: bool = False
 
     def to_sql(self) -> str:

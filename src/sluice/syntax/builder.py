@@ -338,8 +338,18 @@ class Builder:
     # ------------------------------------------------------------ tables
 
     def create_index(self, children, span):
-        if_not_exists, name, on, columns = children
-        return ast.CreateIndex(name, on, columns, if_not_exists=bool(if_not_exists), span=span)
+        if_not_exists, name, on, *columns = children
+        return ast.CreateIndex(name, on, tuple(columns), if_not_exists=bool(if_not_exists), span=span)
+
+    def index_column(self, children, span):
+        column, order = children
+        return ast.IndexColumn(self.ident(column), order, span=span)
+
+    def ascending(self, children, span):
+        return "ASC"
+
+    def descending(self, children, span):
+        return "DESC"
 
     def create_table(self, children, span):
         if_not_exists, name, *elements = children

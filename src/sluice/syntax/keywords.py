@@ -25,8 +25,10 @@ KEYWORDS: frozenset[str] = frozenset(
 RESERVED: frozenset[str] = frozenset(
     {
         "AS",
+        "ASC",
         "CASCADE",
         "DEFAULT",
+        "DESC",
         "ENVELOPE",
         "FROM",
         "IF",

@@ -41,6 +41,13 @@ class _PositionedError(SqlglotParseError):
         self.end_of_text = end_of_text
 
 
+class SluiceTokenizer(Materialize.Tokenizer):
+    # Join words of other dialects, plain names to PostgreSQL (`FROM semi WHERE …`).
+    KEYWORDS: ClassVar = {
+        k: v for k, v in Materialize.Tokenizer.KEYWORDS.items() if k not in ("ANTI", "ASOF", "SEMI", "STRAIGHT_JOIN")
+    }
+
+
 class SluiceParser(MaterializeParser):
     # PostgreSQL has no lambdas: `f(data->'k')` applies jsonb's `->`, it does not define one.
     LAMBDAS: ClassVar = {k: v for k, v in MaterializeParser.LAMBDAS.items() if k != TokenType.ARROW}
@@ -93,6 +100,7 @@ class SluiceGenerator(MaterializeGenerator):
 
 
 class Sluice(Materialize):
+    Tokenizer = SluiceTokenizer
     Parser = SluiceParser
     Generator = SluiceGenerator
 
