@@ -79,7 +79,8 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
     messages = source_messages(with_decode_errors(raw, desc), desc)
     parts = source_parts(messages, desc, item)
     if desc.envelope == "none":
-        kept = messages.where(~parts.skipped)
+        # What a query caches to read the topic once: only what rows and errors are made of.
+        kept = messages.where(~parts.skipped).select(*state_columns(messages, desc))
         errs = kept.where(parts.failed).select(*parts.errs)
         collection = Collection(kept.where(parts.ok).select(*parts.oks), errs, kept, errs)
     else:
