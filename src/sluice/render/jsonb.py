@@ -180,12 +180,13 @@ def _is_jsonb(node: exp.Expression) -> bool:
 def _operators(query: exp.Expression) -> None:
     """The jsonb operators, functions and casts as Spark's VARIANT functions, in place
     (innermost first: an outer operator's operand is then already rewritten)."""
-    nodes = [n for n in query.find_all(*_EXTRACTS, exp.Anonymous, exp.Cast) if _is_json(n)]
+    nodes = [n for n in query.find_all(*_EXTRACTS, exp.Anonymous, exp.Cast) if _is_jsonb_operation(n)]
     for node in reversed(nodes):
         node.replace(_json_sql(node))
 
 
-def _is_json(node: exp.Expression) -> bool:
+def _is_jsonb_operation(node: exp.Expression) -> bool:
+    """Whether `node` is a jsonb operator, function or cast the operator pass rewrites."""
     if isinstance(node, exp.Anonymous):
         return node.name.lower() == "jsonb_typeof"
     if isinstance(node, exp.Cast):
