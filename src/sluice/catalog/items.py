@@ -36,7 +36,6 @@ KIND_KEYWORDS = {
 RELATIONS = (SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW)
 
 
-
 def a_kind(kind: str) -> str:
     """`kind` with its article: "a table", "an index"."""
     return ("an " if kind[0] in "aeiou" else "a ") + kind

@@ -32,9 +32,8 @@ _EXTRACTS = {
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # schema_of_variant's names → jsonb_typeof's (every other scalar is a JSON number).
 _JSON_TYPEOF = {"OBJECT": "object", "ARRAY": "array", "STRING": "string", "BOOLEAN": "boolean", "VOID": "null"}
-# PostgreSQL's order of JSON types, by schema_of_variant's names (a number is any other).
-_TYPE_RANKS = {"VOID": 0, "STRING": 1, "BOOLEAN": 3, "ARRAY": 4, "OBJECT": 5}
-_NUMBER_RANK = 2
+# PostgreSQL's order of JSON types, lowest first.
+_TYPE_ORDER = ("null", "string", "number", "boolean", "array", "object")
 _EQUALITIES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
 _ORDERINGS = (exp.GT, exp.GTE, exp.LT, exp.LTE)
 
@@ -122,35 +121,42 @@ def _compare(node: exp.Expression) -> None:
     node.set("expression", compared(right))
 
 
+def _as_jsonb(value: exp.Expression) -> exp.Expression:
+    """`value`, a jsonb; text compared with a jsonb is read as one."""
+    return value if _is_jsonb(value) else _call("parse_json", value)
+
+
 def _text(value: exp.Expression) -> exp.Expression:
-    """A jsonb's canonical JSON text (text compared with a jsonb is read as one)."""
-    if not _is_jsonb(value):
-        value = _call("parse_json", value)
-    return _call("to_json", value)
+    """A jsonb's canonical JSON text."""
+    return _call("to_json", _as_jsonb(value))
 
 
 def _sort_key(value: exp.Expression) -> exp.Expression:
-    if not _is_jsonb(value):
-        value = _call("parse_json", value)
+    value = _as_jsonb(value)
     schema = _call("schema_of_variant", value)
-
-    def kind_is(name: str) -> exp.Expression:
-        return _call("startswith", schema.copy(), exp.Literal.string(name))
 
     def get(as_type: str) -> exp.Expression:
         return _call("try_variant_get", value.copy(), exp.Literal.string("$"), exp.Literal.string(as_type))
 
-    ranks = [exp.If(this=kind_is(name), true=exp.Literal.number(rank)) for name, rank in _TYPE_RANKS.items()]
+    def rank(name: str) -> exp.Expression:
+        return exp.Literal.number(_TYPE_ORDER.index(name))
+
+    ranks = [exp.If(this=_kind_is(schema, prefix), true=rank(name)) for prefix, name in _JSON_TYPEOF.items()]
     fields = {
-        "type": exp.Case(ifs=ranks, default=exp.Literal.number(_NUMBER_RANK)),
+        "type": exp.Case(ifs=ranks, default=rank("number")),
         # Before the number: a string's text decides, though "10" also reads as 10.
-        "string": exp.Case(ifs=[exp.If(this=kind_is("STRING"), true=get("string"))]),
+        "string": exp.Case(ifs=[exp.If(this=_kind_is(schema, "STRING"), true=get("string"))]),
         "number": get("double"),
         "size": exp.func("coalesce", _call("array_size", get("array<variant>")), _call("size", get("map<string,variant>"))),
         "text": _call("to_json", value.copy()),
     }
     key = _call("named_struct", *(a for name, v in fields.items() for a in (exp.Literal.string(name), v)))
     return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())], default=key)
+
+
+def _kind_is(schema: exp.Expression, prefix: str) -> exp.Expression:
+    """Whether a `schema_of_variant` result names the JSON type `prefix` (`_JSON_TYPEOF`)."""
+    return _call("startswith", schema.copy(), exp.Literal.string(prefix))
 
 
 def _call(name: str, *arguments: exp.Expression) -> exp.Expression:
@@ -245,14 +251,11 @@ def _path_step(step: str | int) -> str:
 
 
 def _typeof(value: exp.Expression) -> exp.Expression:
-    schema = exp.func("schema_of_variant", value)
+    schema = _call("schema_of_variant", value)
     return exp.Case(
         ifs=[
             exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
-            *(
-                exp.If(this=exp.func("startswith", schema.copy(), exp.Literal.string(prefix)), true=exp.Literal.string(name))
-                for prefix, name in _JSON_TYPEOF.items()
-            ),
+            *(exp.If(this=_kind_is(schema, prefix), true=exp.Literal.string(name)) for prefix, name in _JSON_TYPEOF.items()),
         ],
         default=exp.Literal.string("number"),
     )
