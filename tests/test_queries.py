@@ -79,3 +79,46 @@ def test_a_source_error_comes_before_a_view_error(session, kafka) -> None:
     assert failure(session, "SELECT * FROM ids").startswith("Decode error: Failed to decode JSON")
     session.execute("CREATE VIEW clean AS SELECT (data->'user'->>'id')::int AS id FROM IGNORE ERRORS events")
     assert failure(session, "SELECT * FROM clean") == 'Evaluation error: invalid input syntax for type integer: "x"'
+
+
+@pytest.fixture
+def errs_reads(monkeypatch) -> list[int]:
+    """How many guards each statement read apart from its query (in the query's job or
+    after it), appended as statements run."""
+    from sluice.render import query
+
+    reads: list[int] = []
+    collect, first_error = query.QueryRenderer.collect, query._first_error
+
+    def counted_collect(self, *args, **kwargs):
+        reads.append(0)
+        return collect(self, *args, **kwargs)
+
+    def counted_first_error(guards):
+        reads[-1] += len(guards)
+        return first_error(guards)
+
+    def counted_failing_on(self, frame, read, guards):
+        reads[-1] += len(read)
+        return failing_on(self, frame, read, guards)
+
+    failing_on = query.QueryRenderer._failing_on
+    monkeypatch.setattr(query.QueryRenderer, "collect", counted_collect)
+    monkeypatch.setattr(query.QueryRenderer, "_failing_on", counted_failing_on)
+    monkeypatch.setattr(query, "_first_error", counted_first_error)
+    return reads
+
+
+def test_a_query_without_errors_is_checked_in_its_own_pass(session, kafka, errs_reads) -> None:
+    """The source's messages are observed on the way into the query and a view's
+    evaluation errors ride along in hidden columns: no errs collection is read."""
+    session.execute("CREATE VIEW kinds AS SELECT jsonb_typeof(data) AS t, count(*) AS n, sum(1 / length(data::text)) AS z FROM events GROUP BY 1")
+    assert rows(session, "SELECT count(*) FROM events") == [(4,)]
+    assert sorted(rows(session, "SELECT t, n FROM kinds WHERE n > 1")) == [("object", 2)]
+    assert errs_reads == [0, 0]
+    # A LIMIT stops the query short of some messages: the source's errs are read apart.
+    assert len(rows(session, "SELECT data FROM events LIMIT 1")) == 1
+    assert errs_reads[-1] == 1
+    produce(kafka.bootstrap, "events", [(None, b"{broken")], partition=0)
+    assert failure(session, "SELECT t FROM kinds").startswith("Decode error: Failed to decode JSON")
+    assert errs_reads[-1] == 1  # only to name the error the observation saw

@@ -14,11 +14,17 @@ right side only when the left does not decide. In a grouped SELECT, aggregate ar
 and grouping keys are checked per input row, the rest per group. A correlated subquery
 is left as it is (Spark cannot evaluate it apart from its outer row): if it fails on
 Spark, `spark_error` gives the error PostgreSQL would have reported.
+
+Errors are rare, and an errors query re-reads what its SELECT reads. So where the root
+SELECT's rows are all read, it also carries a boolean column per errors query saying
+which rows (or groups) it would find, and its WHERE and HAVING keep those rows: only when
+one says so is the errors query run, to name the error (`Fusion`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -53,13 +59,31 @@ Err = exp.Expression | None
 
 @dataclass
 class Checked:
-    """A query that never raises on Spark and the queries yielding its evaluation errors."""
+    """A query that never raises on Spark and the queries yielding its evaluation errors.
+
+    Fused (see `Fusion`), the root SELECT also says in hidden boolean columns whether an
+    errors query has rows: `flags[i]` names the column for `errors[i]` (None: only the
+    query knows), and `carried` the input flag columns its rows carry on."""
 
     query: exp.Expression
     errors: list[exp.Query] = field(default_factory=list)
+    flags: list[str | None] = field(default_factory=list)
+    carried: list[str] = field(default_factory=list)
 
 
-def check(query: exp.Expression) -> Checked:
+@dataclass
+class Fusion:
+    """How the root SELECT of a query whose rows are all read reports its errors in the
+    same pass: in a hidden boolean column per error kind (true on a row, or group, whose
+    errors query would find it), so a query without errors runs once. `carried` maps a
+    relation it reads to that relation's own flag columns, carried up when it is the
+    SELECT's only input (no join can drop its failing rows)."""
+
+    names: Iterator[str]
+    carried: dict[str, list[str]] = field(default_factory=dict)
+
+
+def check(query: exp.Expression, fusion: Fusion | None = None) -> Checked:
     """Rewrite a copy of `query` (qualified and type-annotated) as the module says."""
     query = query.copy()
     try:
@@ -67,13 +91,25 @@ def check(query: exp.Expression) -> Checked:
     except Exception:  # noqa: BLE001 - a shape sqlglot cannot scope: Spark's own errors remain
         return Checked(query)
     found: list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]] = []
+    root = None
     for scope in scopes:
         select = scope.expression
         if isinstance(select, exp.Select) and not scope.external_columns:
-            found.extend(_Select(select).check())
+            checker = _Select(select)
+            found.extend(checker.check())
+            if select is query:
+                root = checker
     errors = [_errors_query(*f) for f in found]
+    flags: list[str | None] = [None] * len(errors)
+    carried: list[str] = []
+    if fusion is not None and root is not None and root.fusable(found):
+        own = [i for i, f in enumerate(found) if f[0] is query]
+        for i, name in zip(own, root.fuse([found[i] for i in own], fusion), strict=True):
+            flags[i] = name
+        carried = root.carry(fusion)
     errors += [q for values in list(query.find_all(exp.Values)) if (q := _values_errors(values))]
-    return Checked(query, errors)
+    flags += [None] * (len(errors) - len(flags))
+    return Checked(query, errors, flags, carried)
 
 
 def text(message: str) -> exp.Expression:
@@ -121,6 +157,7 @@ class _Select:
         # Per group, aggregates and grouping keys are values computed (and checked) per row.
         self.opaque_aggregates = False
         self.keys: list[tuple[exp.Expression, exp.Expression]] = []  # (as written, made safe)
+        self.grouped = False
 
     def check(self) -> list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]]:
         """(select, error per row or group, errors per join, the select's clauses that
@@ -135,7 +172,7 @@ class _Select:
         having = select.args.get("having")
         group = select.args.get("group")
         aggregates = _aggregates(outputs + ordered + ([having.this] if having is not None else []))
-        grouped = group is not None or bool(aggregates)
+        grouped = self.grouped = group is not None or bool(aggregates)
         if not grouped:
             row = _first([self.expression(o) for o in outputs] + self.ordering(ordered))
         else:
@@ -159,6 +196,49 @@ class _Select:
         if group_err is None:
             return rows
         return rows + [(select, group_err, [None] * len(joins), ("where", "group"))]
+
+    def fusable(self, found: list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]]) -> bool:
+        """Whether every row or group this SELECT makes is read (no LIMIT, OFFSET or
+        FETCH) and no join of it can fail (a pair whose ON fails is not joined to be seen)."""
+        if any(self.select.args.get(k) is not None for k in ("limit", "offset", "fetch")):
+            return False
+        return all(j is None for f in found if f[0] is self.select for j in f[2])
+
+    def fuse(self, entries: list[tuple[exp.Select, Err, list[Err], tuple[str, ...]]], fusion: Fusion) -> list[str]:
+        """Flag columns for this SELECT's own errors (`check`'s entries for it)."""
+        names = []
+        for _, err, _, clauses in entries:
+            names.append(next(fusion.names))
+            failed = exp.not_(exp.Is(this=err.copy(), expression=exp.Null()))
+            self.report(failed, names[-1], per_row="group" not in clauses, widen_where="where" not in clauses)
+        return names
+
+    def carry(self, fusion: Fusion) -> list[str]:
+        """The flag columns of this SELECT's only input, carried on in its own rows."""
+        from_ = self.select.args.get("from_")
+        if self.select.args.get("joins") or from_ is None or not isinstance(from_.this, exp.Table):
+            return []
+        table = from_.this
+        flags = fusion.carried.get(table.name, [])
+        for flag in flags:
+            self.report(exp.column(flag, table=table.alias_or_name), flag, per_row=True, widen_where=True)
+        return flags
+
+    def report(self, failed: exp.Expression, name: str, per_row: bool, widen_where: bool) -> None:
+        """Add column `name`: whether a row (or, grouped, a group) has `failed`. Rows and
+        groups it marks are kept by the WHERE and HAVING, so the flag reaches the result."""
+        if widen_where:
+            self.widen("where", failed)
+        if per_row and self.grouped:
+            failed = exp.Max(this=failed.copy())
+        if self.grouped:
+            self.widen("having", failed)
+        self.select.select(exp.alias_(failed.copy(), name), append=True, copy=False)
+
+    def widen(self, clause: str, condition: exp.Expression) -> None:
+        node = self.select.args.get(clause)
+        if node is not None:
+            node.set("this", exp.or_(exp.paren(node.this), condition.copy()))
 
     @staticmethod
     def kept(clause: exp.Expression | None, err: Err) -> Err:

@@ -5,16 +5,21 @@ Each relation the query reads becomes a temporary view: a source's oks (or its e
 fallible expressions add errs of their own (`evaluation`). If any collection read without
 `IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
 chosen: by source, then by partition and offset within one), whatever its WHERE says.
+
+Errors are the rare path, so a query without any is run once: what guards it is checked
+in the same pass where that is sound (a `Guard` says how), and only a guard that may have
+errors is read again to name its first.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -25,7 +30,7 @@ from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
 from sluice.render import evaluation
-from sluice.render.evaluation import MESSAGE
+from sluice.render.evaluation import MESSAGE, Fusion
 from sluice.render.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
@@ -44,6 +49,26 @@ class SourceDataError(SqlError):
     code = "XX000"
 
 
+@dataclass(frozen=True)
+class Observed:
+    """An observation (`name`) of a source's messages in the query's own pass: having
+    counted all `messages` the read covers, it knows whether any is an error."""
+
+    name: str
+    messages: int
+
+
+@dataclass
+class Guard:
+    """Errors a query must fail with, and how a run learns whether there are any: from
+    a hidden boolean column of its rows (`flag`), from an observation of a source it
+    reads (`observed`), or else by reading `errs` in the same job, which fails if any."""
+
+    errs: DataFrame  # `message` (and `kind`, `partition`, `offset` for a source's)
+    flag: str | None = None
+    observed: Observed | None = None
+
+
 @dataclass
 class QueryRenderer:
     spark: SparkSession
@@ -54,7 +79,9 @@ class QueryRenderer:
     stored: dict[str, Store] = field(default_factory=dict)
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
-    runs: list[list[DataFrame]] = field(default_factory=list)  # each run's guards
+    runs: list[list[Guard]] = field(default_factory=list)  # each run's guards
+    read_counts: dict[str, int] = field(default_factory=dict)  # source id → times read
+    names: Iterator[str] = field(default_factory=lambda: (f"__sluice_{i}" for i in itertools.count()))
 
     def source(self, item_id: str) -> Collection:
         if item_id not in self.collections:
@@ -66,12 +93,13 @@ class QueryRenderer:
             self.collections[item_id] = collection
         return self.collections[item_id]
 
-    def relation(self, item_id: str, errors: str | None) -> tuple[DataFrame, list[DataFrame]]:
-        """The rows a reference reads and the errs collections that guard it."""
+    def relation(self, item_id: str, errors: str | None) -> tuple[DataFrame, list[Guard]]:
+        """The rows a reference reads and the guards of what they derive from."""
         item = self.catalog.by_id(item_id)
         if item.kind == kinds.SOURCE:
             collection = self.source(item_id)
             self.check_tolerance(item_id, collection)
+            self.read_counts[item_id] = self.read_counts.get(item_id, 0) + 1
             redirected = item.details.dead_letter_table is not None
             if errors == "ONLY":
                 # With a dead-letter table the source's errs stream receives nothing.
@@ -80,9 +108,14 @@ class QueryRenderer:
             guarded = errors != "IGNORE" and not redirected
             if not guarded:
                 return collection.oks, []
-            # The error check and the query share the decoded rows: read the topic once.
-            collection.base.persist()
-            return collection.oks, [collection.errs]
+            observable = collection.observable
+            if observable is None:
+                return collection.oks, [Guard(collection.errs)]
+            name = next(self.names)
+            observed = collection.base.observe(
+                name, F.count(F.lit(1)).alias("messages"), F.max(F.col("__error").isNotNull()).alias("failed")
+            )
+            return observable.rows_of(observed), [Guard(collection.errs, observed=Observed(name, observable.offsets))]
         if item.kind == kinds.DEAD_LETTER_TABLE:
             collection = self.source(item.details.source)
             if collection.dead_letters is not None:
@@ -110,13 +143,15 @@ class QueryRenderer:
                 f"more than its ERROR TOLERANCE of {tolerance}"
             )
 
-    def query(self, plan: QueryPlan) -> tuple[DataFrame, list[DataFrame]]:
+    def query(self, plan: QueryPlan) -> tuple[DataFrame, list[Guard]]:
+        """The query's frame: its planned columns, then hidden flag columns of guards."""
         if plan.expression is None:  # SUBSCRIBE to a relation by name
             (read,) = plan.reads
             return self.relation(read.item_id, read.errors)
-        guards: list[DataFrame] = []
+        guards: list[Guard] = []
         expression = plan.expression.copy()
         views: dict[str, str] = {}
+        carried: dict[str, list[str]] = {}
         for read in plan.reads:
             frame, read_guards = self.relation(read.item_id, read.errors)
             guards += read_guards
@@ -125,28 +160,57 @@ class QueryRenderer:
             if item.kind == kinds.TABLE:  # jsonb is stored as text, queried as a VARIANT
                 frame = frame.select(*(_queried(c) for c in item.columns))
             frame.createOrReplaceTempView(name)
+            carried[name] = [g.flag for g in read_guards if g.flag is not None]
             views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
         for table in expression.find_all(exp.Table):
             if table.name in views:
                 table.set("this", exp.to_identifier(views[table.name]))
                 table.set(ERRORS_MODIFIER, None)
-        checked = evaluation.check(expression)
-        guards += [self.spark.sql(spark_sql(errors)) for errors in checked.errors]
+        checked = evaluation.check(expression, Fusion(self.names, carried))
+        for guard in guards:  # a flag the query's rows do not carry on: its errs are read
+            if guard.flag not in checked.carried:
+                guard.flag = None
+        guards += [
+            Guard(self.spark.sql(spark_sql(errors)), flag) for errors, flag in zip(checked.errors, checked.flags)
+        ]
+        frame = self.spark.sql(spark_sql(checked.query))
+        hidden = frame.columns[len(plan.columns) :]
         # Named as planned (`count`, not sqlglot's `_col_1`): what queries over a view say.
-        frame = self.spark.sql(spark_sql(checked.query)).toDF(*(c.name for c in plan.columns))
-        return frame, guards
+        return frame.toDF(*(c.name for c in plan.columns), *hidden), guards
 
-    def run(self, plan: QueryPlan) -> DataFrame:
-        """The query's rows; read in full, they fail in the same Spark job if any of what
-        guards the query has an error, and `error_of` then names the error."""
+    def collect(
+        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+    ) -> list[tuple]:
+        """The query's rows (projected by `shape`, given its frame), read in full. If any
+        of what guards the query has an error, this raises the first (`SourceDataError`):
+        the job fails at once for a guard read in it (and `error_of` names the error);
+        other guards are looked at once their rows are in."""
         frame, guards = self.query(plan)
-        if not guards:
+        hidden = frame.columns[len(plan.columns) :]
+        if shape is not None:
+            frame = frame.select(*shape(frame.drop(*hidden)), *hidden)
+        width = len(frame.columns) - len(hidden)
+        read = [g for g in guards if g.flag is None and g.observed is None]
+        if read or any(n > 1 for n in self.read_counts.values()):
+            for item_id in self.read_counts:  # read the topic once, however many reads
+                self.collections[item_id].base.persist()
+        frame = self._failing_on(frame, read, guards)
+        rows = frame.collect()
+        error = self._unread_error(frame, guards, rows)
+        if error is not None:
+            raise SourceDataError(error)
+        return [tuple(row[:width]) for row in rows]
+
+    def _failing_on(self, frame: DataFrame, read: list[Guard], guards: list[Guard]) -> DataFrame:
+        """`frame` with rows of `read` guards' errs that fail the job when there are any."""
+        if not read:
             return frame
         marker = f"{_GUARD}{len(self.runs)}"
         self.runs.append(guards)
         union = None
-        for errs in guards:
-            union = errs.select(MESSAGE) if union is None else union.unionByName(errs.select(MESSAGE))
+        for guard in read:
+            errs = guard.errs.select(MESSAGE)
+            union = errs if union is None else union.unionByName(errs)
         # Raised only for a message: Spark may move a guard's filters past one another
         # (and one reading no column below a join, raising on every row of one side).
         message = F.col(MESSAGE)
@@ -154,8 +218,25 @@ class QueryRenderer:
         failing = union.where(raised.isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
+    def _unread_error(self, frame: DataFrame, guards: list[Guard], rows: list[Row]) -> str | None:
+        """The first error of the guards checked in the run's own pass (a guard read in
+        the job had none, or the job would have failed)."""
+        columns = frame.columns
+        for guard in guards:
+            if guard.flag is not None:
+                index = columns.index(guard.flag)
+                suspect = any(row[index] for row in rows)
+            elif guard.observed is not None:
+                counted = _observed(frame, guard.observed.name)
+                suspect = counted != (guard.observed.messages, False)
+            else:
+                continue
+            if suspect and (error := _first_error([guard])) is not None:
+                return error
+        return None
+
     def error_of(self, failure: Exception) -> str | None:
-        """The error a query `run` made fails with when `failure` is its guards' doing:
+        """The error a `collect` fails with when `failure` is its guards' doing:
         the first guard's first error (by kind, partition and offset within a source's
         errs, then text), found by a second job — errors are the rare path."""
         condition = getattr(failure, "getCondition", lambda: None)()
@@ -190,14 +271,26 @@ def _queried(column: Column) -> SparkColumn:
     return F.parse_json(value).alias(column.name) if column.type.name == "jsonb" else value
 
 
-def _first_error(guards: list[DataFrame]) -> str:
+def _observed(frame: DataFrame, name: str) -> tuple[int, bool] | None:
+    """(messages counted, whether any is an error) by observation `name` in the job that
+    read `frame`, or None if it never ran."""
+    found = frame._jdf.queryExecution().observedMetrics().get(name)
+    if found.isEmpty():
+        return None
+    metrics = found.get()
+    return metrics.getLong(0), not metrics.isNullAt(1) and metrics.getBoolean(1)
+
+
+def _first_error(guards: list[Guard]) -> str | None:
     keys = ("kind", "partition", "offset")
     union = None
-    for index, errs in enumerate(guards):
+    for index, guard in enumerate(guards):
+        errs = guard.errs
         row = errs.select(
             F.lit(index).alias("guard"),
             *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
             F.col(MESSAGE).alias("message"),
         )
         union = row if union is None else union.unionByName(row)
-    return union.orderBy("guard", *keys, "message").select("message").first().message
+    first = union.orderBy("guard", *keys, "message").select("message").first()
+    return None if first is None else first.message

@@ -4,7 +4,8 @@ Spark SQL (DESIGN.md §8).
 * `x IN (SELECT …)` is NULL, not false, when nothing matches and the subquery yields a
   NULL (or `x` is NULL and the subquery yields rows); `NOT IN` follows. Spark answers
   false, so the three-valued answer is compiled out of `IN` and `EXISTS`, except where
-  only truth matters (a WHERE, HAVING, ON or WHEN condition, under ANDs only).
+  only truth matters (a WHERE, HAVING, ON or WHEN condition, under ANDs and ORs only:
+  there a NULL operand decides exactly as false would).
 * `x IN ()` is false and `x NOT IN ()` true, whatever `x` (SQLite's corpus asks for it;
   Spark refuses the empty list).
 * A text or bytea literal IN a subquery of numbers compares as text: no match, where
@@ -46,7 +47,7 @@ def _truth_only(node: exp.Expression) -> bool:
     """Whether only the truth of `node` counts: NULL and false both reject the row."""
     while True:
         parent = node.parent
-        if isinstance(parent, (exp.And, exp.Paren)):
+        if isinstance(parent, (exp.And, exp.Or, exp.Paren)):
             node = parent
         elif isinstance(parent, _TRUTH_ONLY):
             return True

@@ -142,8 +142,7 @@ def run_snapshot(
 ) -> tuple[tuple[str, ...], list[tuple]]:
     queries = renderer(catalog, tables, stores)
     try:
-        frame = queries.run(plan)
-        rows = [tuple(_value(v) for v in row) for row in frame.collect()]
+        rows = [tuple(_value(v) for v in row) for row in queries.collect(plan)]
     except (PySparkException, Py4JJavaError) as e:
         raise _failure(e, "query failed on Spark", queries) from None
     finally:

@@ -10,7 +10,9 @@ being the full text a query over the source fails with.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
@@ -42,6 +44,17 @@ class Collection:
     # A continuously ingested source's dead-letter rows, stamped when their micro-batch
     # was ingested (a snapshot has none: its dead-letter rows derive from `log`).
     dead_letters: DataFrame | None = None
+    observable: Observable | None = None
+
+
+@dataclass(frozen=True)
+class Observable:
+    """An ENVELOPE NONE read of Kafka: its oks made from any plan over its `base`, and
+    how many offsets the read covers. A query observing `base` on its way to the oks
+    that counts that many messages has seen every one, errors included."""
+
+    rows_of: Callable[[DataFrame], DataFrame]
+    offsets: int
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,19 @@ def decode_spec(fmt: FormatDesc, registry_url: str | None) -> dict | None:
 
 
 def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead) -> Collection:
+    """The source's collection as `read` reads it. Rendering is a pure function of the
+    source, its reader's options and the offsets, and costs a query tens of calls into
+    the JVM per column: a snapshot of a topic that has not moved reuses the frames (which
+    read Kafka again each time they run)."""
+    return _rendered(spark, item, tuple(reader_options(item.details, catalog).items()), read)
+
+
+@functools.lru_cache(maxsize=64)
+def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], ...], read: SourceRead) -> Collection:
     desc: SourceDesc = item.details
     raw = (
         spark.read.format(NAME)
-        .options(**reader_options(desc, catalog))
+        .options(**dict(options))
         .option("ranges", json.dumps([list(r) for r in read.ranges]))
         .load()
     )
@@ -80,9 +102,14 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
     parts = source_parts(messages, desc, item)
     if desc.envelope == "none":
         # What a query caches to read the topic once: only what rows and errors are made of.
-        kept = messages.where(~parts.skipped).select(*state_columns(messages, desc))
+        kept = messages.select(*state_columns(messages, desc))
         errs = kept.where(parts.failed).select(*parts.errs)
-        collection = Collection(kept.where(parts.ok).select(*parts.oks), errs, kept, errs)
+
+        def rows_of(base: DataFrame) -> DataFrame:
+            return base.where(parts.ok).select(*parts.oks)
+
+        offsets = sum(end - start for _, start, end in read.ranges)
+        collection = Collection(rows_of(kept), errs, kept, errs, observable=Observable(rows_of, offsets))
     else:
         state = messages.withColumn("__rank", F.row_number().over(
             # The winning message of an upsert key: the latest by partition, then offset.
