@@ -273,7 +273,8 @@ def _queried(column: Column) -> SparkColumn:
 
 def _observed(frame: DataFrame, name: str) -> tuple[int, bool] | None:
     """(messages counted, whether any is an error) by observation `name` in the job that
-    read `frame`, or None if it never ran."""
+    read `frame`, or None if it never ran. Read from that job's execution: PySpark's
+    `Observation.get` waits forever for an observation Spark planned away."""
     found = frame._jdf.queryExecution().observedMetrics().get(name)
     if found.isEmpty():
         return None

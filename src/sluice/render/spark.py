@@ -100,5 +100,9 @@ def _build() -> SparkSession:
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
         )
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
+        # PySpark would record the Python call site of every column function in the JVM
+        # (three calls into it each, and a walk of the stack): sluice's own frames, which
+        # mean nothing to a user, since sluice names the SQL a failure comes from itself.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .getOrCreate()
     )
