@@ -122,3 +122,21 @@ def test_a_query_without_errors_is_checked_in_its_own_pass(session, kafka, errs_
     produce(kafka.bootstrap, "events", [(None, b"{broken")], partition=0)
     assert failure(session, "SELECT t FROM kinds").startswith("Decode error: Failed to decode JSON")
     assert errs_reads[-1] == 1  # only to name the error the observation saw
+
+
+def test_an_upsert_source_without_errors_is_checked_in_its_own_pass(session, kafka, errs_reads) -> None:
+    """No message an error: no standing error either. A retracted error makes the query
+    look at the standing errors (there are none), a standing one fails it."""
+    kafka.create_topic("accounts", 1)
+    produce(kafka.bootstrap, "accounts", [(b"a", b'{"n": 1}'), (b"b", b'{"n": 2}'), (b"a", b'{"n": 3}')], partition=0)
+    session.execute(
+        "CREATE SOURCE accounts FROM KAFKA CONNECTION kafka (TOPIC 'accounts') "
+        "KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT"
+    )
+    assert sorted(rows(session, "SELECT key, (data->>'n')::int FROM accounts")) == [("a", 3), ("b", 2)]
+    assert errs_reads == [0]
+    produce(kafka.bootstrap, "accounts", [(b"b", b"{broken"), (b"b", b'{"n": 4}')], partition=0)
+    assert sorted(rows(session, "SELECT key, (data->>'n')::int FROM accounts")) == [("a", 3), ("b", 4)]
+    assert errs_reads[-1] == 1
+    produce(kafka.bootstrap, "accounts", [(b"a", b"{broken")], partition=0)
+    assert failure(session, "SELECT count(*) FROM accounts").startswith("Envelope error: Upsert: Value error:")

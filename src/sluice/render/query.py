@@ -38,7 +38,6 @@ from sluice.render.types import table_frame
 from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 
-
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
 _GUARD = "sluice guard failed: run "
 

@@ -49,9 +49,10 @@ class Collection:
 
 @dataclass(frozen=True)
 class Observable:
-    """An ENVELOPE NONE read of Kafka: its oks made from any plan over its `base`, and
+    """A read of Kafka: its oks made from any plan over its `base` (the messages), and
     how many offsets the read covers. A query observing `base` on its way to the oks
-    that counts that many messages has seen every one, errors included."""
+    that counts that many messages has seen every one: if none is an error, the source
+    has none (an upsert source's standing errors are some of its messages' errors)."""
 
     rows_of: Callable[[DataFrame], DataFrame]
     offsets: int
@@ -100,6 +101,7 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
     )
     messages = source_messages(with_decode_errors(raw, desc), desc)
     parts = source_parts(messages, desc, item)
+    offsets = sum(end - start for _, start, end in read.ranges)
     if desc.envelope == "none":
         # What a query caches to read the topic once: only what rows and errors are made of.
         kept = messages.select(*state_columns(messages, desc))
@@ -108,23 +110,26 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
         def rows_of(base: DataFrame) -> DataFrame:
             return base.where(parts.ok).select(*parts.oks)
 
-        offsets = sum(end - start for _, start, end in read.ranges)
-        collection = Collection(rows_of(kept), errs, kept, errs, observable=Observable(rows_of, offsets))
-    else:
-        state = messages.withColumn("__rank", F.row_number().over(
-            # The winning message of an upsert key: the latest by partition, then offset.
-            Window.partitionBy("__ukey").orderBy(F.desc("partition"), F.desc("offset"))
-        )).where(
-            (F.col("__rank") == 1) & ~parts.skipped
-        )
-        state_parts = source_parts(state, desc, item)
-        collection = Collection(
-            state.where(state_parts.ok).select(*state_parts.oks),
-            state.where(state_parts.failed).select(*state_parts.errs),
-            messages,
-            messages.where(parts.failed).select(*parts.errs),
-        )
-    return collection
+        return Collection(rows_of(kept), errs, kept, errs, observable=Observable(rows_of, offsets))
+
+    def state_of(base: DataFrame) -> DataFrame:
+        # The winning message of an upsert key: the latest by partition, then offset.
+        latest = Window.partitionBy("__ukey").orderBy(F.desc("partition"), F.desc("offset"))
+        return base.withColumn("__rank", F.row_number().over(latest)).where((F.col("__rank") == 1) & ~parts.skipped)
+
+    state = state_of(messages)
+    state_parts = source_parts(state, desc, item)
+
+    def state_rows_of(base: DataFrame) -> DataFrame:
+        return state_of(base).where(state_parts.ok).select(*state_parts.oks)
+
+    return Collection(
+        state_rows_of(messages),
+        state.where(state_parts.failed).select(*state_parts.errs),
+        messages,
+        messages.where(parts.failed).select(*parts.errs),
+        observable=Observable(state_rows_of, offsets),
+    )
 
 
 def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
