@@ -120,15 +120,15 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
     state = state_of(messages)
     state_parts = source_parts(state, desc, item)
 
-    def state_rows_of(base: DataFrame) -> DataFrame:
-        return state_of(base).where(state_parts.ok).select(*state_parts.oks)
+    def state_rows(state: DataFrame) -> DataFrame:
+        return state.where(state_parts.ok).select(*state_parts.oks)
 
     return Collection(
-        state_rows_of(messages),
+        state_rows(state),
         state.where(state_parts.failed).select(*state_parts.errs),
         messages,
         messages.where(parts.failed).select(*parts.errs),
-        observable=Observable(state_rows_of, offsets),
+        observable=Observable(lambda base: state_rows(state_of(base)), offsets),
     )
 
 
