@@ -100,6 +100,7 @@ def check(query: exp.Expression, fusion: Fusion | None = None) -> Checked:
             if select is query:
                 root = checker
     errors = [_errors_query(*f) for f in found]
+    errors += [q for values in list(query.find_all(exp.Values)) if (q := _values_errors(values))]
     flags: list[str | None] = [None] * len(errors)
     carried: list[str] = []
     if fusion is not None and root is not None and root.fusable(found):
@@ -107,8 +108,6 @@ def check(query: exp.Expression, fusion: Fusion | None = None) -> Checked:
         for i, name in zip(own, root.fuse([found[i] for i in own], fusion), strict=True):
             flags[i] = name
         carried = root.carry(fusion)
-    errors += [q for values in list(query.find_all(exp.Values)) if (q := _values_errors(values))]
-    flags += [None] * (len(errors) - len(flags))
     return Checked(query, errors, flags, carried)
 
 
