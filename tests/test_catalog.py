@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sluice
-from sluice.catalog.store import FILE_NAME
+from sluice.catalog.lock import LOCK_FILE
+from sluice.catalog.store import FILE_NAME, DurableCatalog
 from sluice.errors import CatalogCorrupt
 
 SETUP = "CREATE CONNECTION kafka TO KAFKA (BROKER 'localhost:9092')"
@@ -40,6 +41,7 @@ def test_ids_are_never_reused(tmp_path) -> None:
     session.execute_script(SETUP + "; CREATE TABLE a (x int); DROP TABLE a; CREATE TABLE b (x int)")
     ids = [item.id for item in session.catalog.current]
     assert ids == ["u1", "u3"]
+    session.close()
     assert sluice.Session(tmp_path, check_kafka=False).catalog.current.next_id == 4
 
 
@@ -79,7 +81,7 @@ def test_unreadable_catalog_is_reported_and_left_alone(tmp_path, content, messag
 def test_no_temp_files_are_left_behind(tmp_path) -> None:
     session = sluice.Session(tmp_path, check_kafka=False)
     session.execute_script(SETUP + "; CREATE TABLE a (x int); DROP TABLE a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, LOCK_FILE]
     json.loads((tmp_path / FILE_NAME).read_text())
 
 
@@ -123,4 +125,5 @@ def test_reopen_after_any_create_drop_sequence_is_identical(tmp_path_factory, st
             session.execute(statement)
         except sluice.SqlError:
             pass
-        assert sluice.Session(data_dir, check_kafka=False).catalog.current == session.catalog.current
+        # What a reopen would read (the session still holds the directory).
+        assert DurableCatalog(data_dir).current == session.catalog.current

@@ -5,29 +5,46 @@ from __future__ import annotations
 import pytest
 
 import sluice
+from sluice.catalog.secrets import connection_options
 from sluice.kafka.client import connection_config
 
 
-def test_options_map_to_librdkafka_properties() -> None:
-    statement = sluice.parse_one(
-        "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SECURITY PROTOCOL = SASL_SSL, "
-        "SASL MECHANISMS = 'PLAIN', SASL USERNAME = 'u', SASL PASSWORD = 'p''w', "
-        "SSL CERTIFICATE AUTHORITY = '-----BEGIN CERTIFICATE-----')"
-    )
-    properties = tuple((o.name, o.value.to_sql()) for o in statement.options)
-    assert connection_config(properties) == {
+def test_options_map_to_librdkafka_properties(tmp_path) -> None:
+    with sluice.Session(tmp_path, check_kafka=False) as session:
+        session.execute_script(
+            "CREATE SECRET pw AS 'p''w';"
+            "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SECURITY PROTOCOL = sasl_ssl, "
+            "SASL MECHANISMS = 'scram-sha-256', SASL USERNAME = 'u', SASL PASSWORD = SECRET pw, "
+            "SSL CERTIFICATE AUTHORITY = '-----BEGIN CERTIFICATE-----')"
+        )
+        catalog = session.catalog.current
+        options = connection_options(catalog.get("k").details, catalog)
+    # The secret's value is kept apart from what was given in the clear.
+    assert connection_config(options.clear) == {
         "security.protocol": "SASL_SSL",
-        "sasl.mechanisms": "PLAIN",
+        "sasl.mechanisms": "SCRAM-SHA-256",
         "sasl.username": "u",
-        "sasl.password": "p'w",
         "ssl.ca.pem": "-----BEGIN CERTIFICATE-----",
     }
+    assert connection_config(options.secret) == {"sasl.password": "p'w"}
+    assert "p'w" not in repr(options)
 
 
-def test_a_secret_cannot_be_resolved() -> None:
-    with pytest.raises(sluice.SqlError, match="secret store") as info:
-        connection_config((("SASL PASSWORD", "SECRET pw"),))
-    assert info.value.code == "0A000"
+def test_sasl_options_alone_mean_sasl_ssl_as_in_materialize(tmp_path) -> None:
+    with sluice.Session(tmp_path, check_kafka=False) as session:
+        session.execute_script(
+            "CREATE SECRET pw AS 'x';"
+            "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SASL MECHANISMS = PLAIN, "
+            "SASL USERNAME = SECRET pw, SASL PASSWORD = SECRET pw)"
+        )
+        catalog = session.catalog.current
+        config = connection_config(connection_options(catalog.get("k").details, catalog).all())
+    assert config == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": "x",
+        "sasl.password": "x",
+    }
 
 
 def test_the_security_protocol_is_used_to_talk_to_the_broker(kafka) -> None:

@@ -132,6 +132,11 @@ create_connections = st.one_of(
     ),
 )
 
+create_secrets = st.one_of(
+    st.builds(ast.CreateSecret, object_names, strings, if_not_exists=st.booleans()),
+    st.builds(ast.AlterSecret, object_names, strings, if_exists=st.booleans()),
+)
+
 # ---------------------------------------------------------------- formats
 
 csv_formats = st.one_of(
@@ -283,10 +288,10 @@ create_tables = st.builds(
 
 # ---------------------------------------------------------------- catalog commands
 
-_OBJECT_KIND = ["SOURCE", "VIEW", "MATERIALIZED VIEW", "TABLE", "SINK", "CONNECTION"]
+_OBJECT_KIND = ["SOURCE", "VIEW", "MATERIALIZED VIEW", "TABLE", "SINK", "CONNECTION", "INDEX", "SECRET"]
 show_objects = st.builds(
     ast.ShowObjects,
-    st.sampled_from(["SOURCES", "VIEWS", "MATERIALIZED VIEWS", "TABLES", "SINKS", "CONNECTIONS"]),
+    st.sampled_from(["SOURCES", "VIEWS", "MATERIALIZED VIEWS", "TABLES", "SINKS", "CONNECTIONS", "SECRETS"]),
 )
 show_columns = st.builds(ast.ShowColumns, object_names)
 show_creates = st.builds(ast.ShowCreate, st.sampled_from(_OBJECT_KIND), object_names)
@@ -342,6 +347,7 @@ explains = st.builds(
 
 statements = st.one_of(
     create_connections,
+    create_secrets,
     create_sources,
     create_sinks,
     create_tables,
@@ -362,6 +368,12 @@ statements = st.one_of(
 @SETTINGS
 @given(create_connections)
 def test_create_connection_roundtrips(statement):
+    assert_roundtrips(statement)
+
+
+@SETTINGS
+@given(create_secrets)
+def test_create_and_alter_secret_roundtrip(statement):
     assert_roundtrips(statement)
 
 

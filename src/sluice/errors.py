@@ -139,6 +139,12 @@ class DependentObjectsStillExist(SqlError):
     code = "2BP01"
 
 
+class ObjectInUse(SqlError):
+    """Another session holds what this one needs (a data directory)."""
+
+    code = "55006"
+
+
 class CatalogCorrupt(SqlError):
     """The durable catalog cannot be read; it is left untouched."""
 

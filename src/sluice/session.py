@@ -1,7 +1,10 @@
 """`Session`: owns the durable catalog (and, later, the Spark session); executes SQL.
 
-Each statement goes parse → gather external facts (schema registry look-ups) → plan
-(pure) → apply. DDL changes the catalog in one crash-safe commit; SHOW and EXPLAIN return
+A session holds its data directory's lock from before it reads the catalog until it
+closes: one session per data directory (a second, in this process or another, is
+refused). Each statement goes parse → gather external facts (schema registry look-ups) →
+plan (pure) → apply. DDL changes the catalog in one crash-safe commit (a secret's value
+goes to the secret store, outside the catalog); SHOW and EXPLAIN return
 rows; SELECT reads its sources and tables on Spark (started only then) — a snapshot from
 Kafka, or, for continuously ingested sources, their committed batches once caught up —
 and INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE streams changes
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sluice.catalog import items as kinds
+from sluice.catalog.lock import DataDirectoryLock
+from sluice.catalog.secrets import SecretStore, connection_options, registry_login
 from sluice.catalog.store import DurableCatalog
 from sluice.errors import ExternalSystemError, FeatureNotSupported, UndefinedObject, WrongObjectType
 from sluice.kafka.registry import SchemaRegistry
@@ -28,6 +33,7 @@ from sluice.plan import (
     Plan,
     QueryPlan,
     RowsPlan,
+    SecretPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
@@ -59,7 +65,14 @@ class Session:
             self._temporary = tempfile.TemporaryDirectory(prefix="sluice-")
             data_dir = self._temporary.name
         self.data_dir = Path(data_dir)
-        self.catalog = DurableCatalog(self.data_dir)
+        self._lock = DataDirectoryLock(self.data_dir)
+        try:
+            self.secrets = SecretStore(self.data_dir)
+            self.catalog = DurableCatalog(self.data_dir, self.secrets)
+        except BaseException:
+            self._lock.release()
+            raise
+        self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
         self.tables = TableStore(self.data_dir)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
 
@@ -74,6 +87,7 @@ class Session:
         if self._live is not None:
             self._live.close()
             self._live = None
+        self._lock.release()
         if self._temporary is not None:
             self._temporary.cleanup()
             self._temporary = None
@@ -110,8 +124,18 @@ class Session:
                 updated = self.catalog.current
                 start_ingestion(self._streams(), updated, updated.upstream_sources(views))
             return Result(planned.status)
+        if isinstance(planned, SecretPlan):
+            self.secrets.write(planned.secret_id, planned.value)
+            if planned.item is not None:
+                try:
+                    self.catalog.commit(current.with_items([planned.item]))
+                except BaseException:
+                    self.secrets.remove([planned.secret_id])
+                    raise
+            return Result(planned.status)
         if isinstance(planned, DropPlan):
             self.catalog.commit(current.without(planned.ids))
+            self.secrets.remove(i for i in planned.ids if current.by_id(i).kind == kinds.SECRET)
             for item_id in planned.ids:
                 self.tables.drop(current.by_id(item_id))
                 if self._live is not None:
@@ -176,12 +200,8 @@ class Session:
                 continue  # the planner reports the bad reference
             if item.details.connection_type != kinds.SCHEMA_REGISTRY:
                 continue
-            properties = dict(item.details.properties)
-            registry = SchemaRegistry(
-                item.details.url,
-                _literal(properties.get("USERNAME")),
-                _literal(properties.get("PASSWORD")),
-            )
+            login = registry_login(item.details, self.catalog.current)
+            registry = SchemaRegistry(item.details.url, *(login or ()))
             try:
                 schema_id, schema = registry.latest(subject)
             except ExternalSystemError as e:
@@ -207,8 +227,9 @@ class Session:
         from sluice.kafka.client import KafkaReadError, TopicMissing, connection_config, watermarks
 
         brokers = ",".join(connection.details.brokers)
+        config = connection_config(connection_options(connection.details, self.catalog.current).all())
         try:
-            marks = watermarks(brokers, topic.value, connection_config(connection.details.properties))
+            marks = watermarks(brokers, topic.value, config)
         except TopicMissing:
             raise UndefinedObject(
                 "Topic does not exist",
@@ -222,9 +243,3 @@ class Session:
             ) from None
         return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))
 
-
-def _literal(sql: str | None) -> str | None:
-    """A string option's value from its canonical SQL ('it''s' → it's); secrets are not read."""
-    if sql is None or not sql.startswith("'"):
-        return None
-    return sql[1:-1].replace("''", "'")

@@ -20,8 +20,9 @@ VIEW = "view"
 MATERIALIZED_VIEW = "materialized view"
 SINK = "sink"
 INDEX = "index"
+SECRET = "secret"
 
-KINDS = (CONNECTION, SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW, SINK, INDEX)
+KINDS = (CONNECTION, SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW, SINK, INDEX, SECRET)
 # The kind a statement names (`DROP MATERIALIZED VIEW`, `SHOW CREATE SINK`).
 KIND_KEYWORDS = {
     "SOURCE": SOURCE,
@@ -31,6 +32,7 @@ KIND_KEYWORDS = {
     "SINK": SINK,
     "CONNECTION": CONNECTION,
     "INDEX": INDEX,
+    "SECRET": SECRET,
 }
 # Kinds whose rows a query can read.
 RELATIONS = (SOURCE, TABLE, DEAD_LETTER_TABLE, VIEW, MATERIALIZED_VIEW)
@@ -52,6 +54,8 @@ class ConnectionDesc:
     url: str | None = None
     # Remaining options as (OPTION NAME, canonical SQL value), e.g. ("SASL PASSWORD", "SECRET pw").
     properties: tuple[tuple[str, str], ...] = ()
+    # (OPTION NAME, item id of the secret) for each option given as `SECRET name`.
+    secret_options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -3,22 +3,26 @@
 Planning reads a `Catalog` snapshot; the session applies a plan by building the next
 snapshot (`with_items`, `without`) and handing it to `DurableCatalog.commit`, which writes
 it crash-safely (temp file, fsync, atomic rename) before it becomes current. A catalog
-file that cannot be read is reported and left exactly as it is.
+file that cannot be read is reported and left exactly as it is. Secret values are not in
+the catalog: a snapshot reaches them through the data directory's `SecretStore`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sluice.catalog import items as kinds
 from sluice.catalog.codec import decode, encode
+from sluice.catalog.files import replace_file
 from sluice.catalog.items import Item
 from sluice.errors import CatalogCorrupt
+
+if TYPE_CHECKING:
+    from sluice.catalog.secrets import SecretStore
 
 FILE_NAME = "catalog.json"
 FORMAT = "sluice-catalog"
@@ -30,6 +34,7 @@ class Catalog:
     items: tuple[Item, ...] = ()
     next_id: int = 1
     _by_name: dict[str, Item] = field(default_factory=dict, compare=False, repr=False)
+    secrets: SecretStore | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name.update((item.name, item) for item in self.items)
@@ -49,11 +54,18 @@ class Catalog:
     def with_items(self, added: Iterable[Item]) -> Catalog:
         added = tuple(added)
         ids = [int(item.id[1:]) for item in added]
-        return Catalog(self.items + added, max([self.next_id - 1, *ids]) + 1)
+        return Catalog(self.items + added, max([self.next_id - 1, *ids]) + 1, secrets=self.secrets)
 
     def without(self, ids: Iterable[str]) -> Catalog:
         gone = set(ids)
-        return Catalog(tuple(i for i in self.items if i.id not in gone), self.next_id)
+        return Catalog(tuple(i for i in self.items if i.id not in gone), self.next_id, secrets=self.secrets)
+
+    def secret_value(self, secret_id: str) -> str:
+        """The value of a secret, for something about to connect (planning never asks)."""
+        name = self.by_id(secret_id).name
+        if self.secrets is None:
+            raise CatalogCorrupt(f'secret "{name}" has no value: this catalog has no secret store')
+        return self.secrets.read(secret_id, name)
 
     def dependents(self, item_id: str) -> list[Item]:
         return [item for item in self.items if item_id in item.depends_on]
@@ -95,23 +107,24 @@ class Catalog:
         }
 
     @staticmethod
-    def from_json(data: dict) -> Catalog:
+    def from_json(data: dict, secrets: SecretStore | None = None) -> Catalog:
         items = tuple(decode(Item, item) for item in data["items"])
-        return Catalog(items, int(data["next_id"]))
+        return Catalog(items, int(data["next_id"]), secrets=secrets)
 
 
 class DurableCatalog:
-    """The current catalog of a data directory."""
+    """The current catalog of a data directory (with its secrets, when given their store)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, secrets: SecretStore | None = None) -> None:
         self.path = data_dir / FILE_NAME
+        self.secrets = secrets
         self.current = self._load()
 
     def _load(self) -> Catalog:
         try:
             raw = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return Catalog()
+            return Catalog(secrets=self.secrets)
         except OSError as e:
             raise CatalogCorrupt(f"cannot read catalog {str(self.path)!r}: {e.strerror}") from None
         try:
@@ -131,7 +144,7 @@ class DurableCatalog:
                 hint="use a newer sluice with this data directory",
             )
         try:
-            return Catalog.from_json(data)
+            return Catalog.from_json(data, self.secrets)
         except (KeyError, TypeError, ValueError) as e:
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
@@ -140,21 +153,6 @@ class DurableCatalog:
 
     def commit(self, catalog: Catalog) -> None:
         """Make `catalog` current, on disk first: a crash leaves the old or the new file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(catalog.to_json(), indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(prefix=".catalog-", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_file(self.path, text.encode("utf-8"))
         self.current = catalog

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from sluice.errors import FeatureNotSupported
-
 METADATA_TIMEOUT_SECONDS = 10.0
 
 
@@ -33,21 +31,18 @@ _CLIENT_PROPERTIES = {
 }
 
 
-def connection_config(properties: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    """The client configuration of a Kafka connection's options (name, canonical SQL).
-    A `SECRET name` value cannot be resolved: sluice has no secret store."""
-    config = {}
-    for name, sql in properties:
-        key = _CLIENT_PROPERTIES.get(name)
-        if key is None:
-            continue
-        if sql.upper().startswith("SECRET "):
-            raise FeatureNotSupported(
-                f"{name} refers to a secret, and sluice has no secret store",
-                hint="give the value as a string",
-            )
-        config[key] = sql[1:-1].replace("''", "'") if sql.startswith("'") else sql.upper()
-    return config
+# Options librdkafka reads case-sensitively in upper case, which users need not write so.
+_UPPER_CASE = {"SECURITY PROTOCOL", "SASL MECHANISMS"}
+
+
+def connection_config(options: dict[str, str]) -> dict[str, str]:
+    """The client configuration of a Kafka connection's options (OPTION NAME → value, as
+    `catalog.secrets.connection_options` gives them)."""
+    return {
+        _CLIENT_PROPERTIES[name]: value.upper() if name in _UPPER_CASE else value
+        for name, value in options.items()
+        if name in _CLIENT_PROPERTIES
+    }
 
 
 def consumer(bootstrap: str, config: dict) -> Consumer:

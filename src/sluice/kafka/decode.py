@@ -18,7 +18,7 @@ import io
 import json
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fastavro
@@ -115,13 +115,15 @@ class CsvDecoder:
 class AvroDecoder:
     """Avro datums, with or without the Confluent header (magic 0 + 4-byte schema id).
 
-    With a registry, the writer schema is fetched by id and cached for the decoder's life
-    (one per reader task); without, the reader schema is also the writer schema.
+    With a registry, the writer schema is fetched by id (with the registry's login, when it
+    needs one) and cached for the decoder's life (one per reader task); without, the reader
+    schema is also the writer schema.
     """
 
     schema_json: str
     confluent_wire_format: bool = True
     registry_url: str | None = None
+    registry_login: tuple[str, str | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         named: dict[str, Any] = {}
@@ -139,7 +141,7 @@ class AvroDecoder:
             # A failed look-up is remembered too: one slow registry answer per id, not one
             # per message.
             try:
-                text = SchemaRegistry(self.registry_url).by_id(schema_id)
+                text = SchemaRegistry(self.registry_url, *(self.registry_login or ())).by_id(schema_id)
                 self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e

@@ -90,24 +90,31 @@ STALL_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Options:
+    """The reader's options. Credentials come apart from the rest (`config_secret`: client
+    properties; `decode_secret`: side → registry login) so that Spark redacts them, and
+    are merged in here; `config` and `decode` are left out of `repr` for them."""
+
     bootstrap: str
     topic: str
-    config: dict
+    config: dict = field(repr=False)
     batch_size: int = BATCH_SIZE
     stall_seconds: float = STALL_SECONDS
     # side ("key" / "value") → decoder spec; see `decoder`.
-    decode: dict = field(default_factory=dict)
+    decode: dict = field(default_factory=dict, repr=False)
     report_lost: bool = False
 
     @staticmethod
     def of(options) -> Options:
+        decode = json.loads(options.get("decode", "{}"))
+        for side, login in json.loads(options.get("decode_secret", "{}")).items():
+            decode[side] = {**decode[side], "login": login}
         return Options(
             bootstrap=options["bootstrap"],
             topic=options["topic"],
-            config=json.loads(options.get("config", "{}")),
+            config={**json.loads(options.get("config", "{}")), **json.loads(options.get("config_secret", "{}"))},
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
             stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
-            decode=json.loads(options.get("decode", "{}")),
+            decode=decode,
             report_lost=options.get("report_lost", "false") == "true",
         )
 
@@ -128,12 +135,14 @@ class Options:
 
 def decoder(spec: dict):
     """A decoder from its spec: {"kind": "json"}, {"kind": "csv", "columns": n,
-    "delimiter": c}, or {"kind": "avro", "schema": json, "wire": bool, "registry": url}."""
+    "delimiter": c}, or {"kind": "avro", "schema": json, "wire": bool, "registry": url,
+    "login": [username, password]}."""
     if spec["kind"] == "json":
         return JsonDecoder()
     if spec["kind"] == "csv":
         return CsvDecoder(spec["columns"], spec.get("delimiter", ","))
-    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"))
+    login = spec.get("login")
+    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), tuple(login) if login else None)
 
 
 class Range(InputPartition):

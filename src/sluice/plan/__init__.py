@@ -9,7 +9,7 @@ from __future__ import annotations
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, FeatureNotSupported
-from sluice.plan import ddl, introspect
+from sluice.plan import connections, ddl, introspect
 from sluice.plan.facts import Facts, registry_subjects
 from sluice.plan.names import item_name, resolve
 from sluice.plan.plans import (
@@ -20,6 +20,7 @@ from sluice.plan.plans import (
     QueryPlan,
     Read,
     RowsPlan,
+    SecretPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
@@ -37,6 +38,7 @@ __all__ = [
     "Plan",
     "QueryPlan",
     "RowsPlan",
+    "SecretPlan",
     "StatisticsPlan",
     "SubscribePlan",
     "WritePlan",
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 _CREATES = {
-    ast.CreateConnection: ("CONNECTION", ddl.plan_create_connection),
+    ast.CreateConnection: ("CONNECTION", connections.plan_create_connection),
     ast.CreateTable: ("TABLE", ddl.plan_create_table),
     ast.CreateSink: ("SINK", ddl.plan_create_sink),
     ast.CreateIndex: ("INDEX", ddl.plan_create_index),
@@ -59,6 +61,10 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     if isinstance(statement, tuple(_CREATES)):
         kind, build = _CREATES[type(statement)]
         return _create(statement, f"CREATE {kind}", catalog, lambda: (build(statement, catalog),))
+    if isinstance(statement, ast.CreateSecret):
+        return connections.plan_create_secret(statement, catalog)
+    if isinstance(statement, ast.AlterSecret):
+        return connections.plan_alter_secret(statement, catalog)
     if isinstance(statement, ast.CreateSource):
         return _create(
             statement, "CREATE SOURCE", catalog, lambda: plan_create_source(statement, catalog, facts)

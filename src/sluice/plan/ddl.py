@@ -1,11 +1,11 @@
-"""CREATE CONNECTION / TABLE / VIEW / SINK, DROP, and the writes tables accept."""
+"""CREATE TABLE / INDEX / VIEW / SINK, DROP, and the writes tables accept."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
 from sluice.catalog import items as kinds
-from sluice.catalog.items import ConnectionDesc, Item, SinkDesc, TableDesc, ViewDesc
+from sluice.catalog.items import Item, SinkDesc, TableDesc, ViewDesc
 from sluice.catalog.store import Catalog
 from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType
@@ -23,46 +23,6 @@ from sluice.plan.queries import plan_query, table_span
 from sluice.plan.timelines import single_timeline
 from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
-
-
-def plan_create_connection(statement: ast.CreateConnection, catalog: Catalog) -> Item:
-    name = item_name(statement.name)
-    ensure_free(catalog, name, statement.name.span)
-    options = {o.name: o for o in statement.options}
-    if len(options) != len(statement.options):
-        seen: set[str] = set()
-        for o in statement.options:
-            if o.name in seen:
-                raise InvalidParameterValue(f"{o.name} specified more than once", span=o.span)
-            seen.add(o.name)
-    kafka = statement.connection_type == ast.CreateConnection.KAFKA
-    brokers: tuple[str, ...] = ()
-    url = None
-    if kafka:
-        if "BROKER" in options and "BROKERS" in options:
-            raise InvalidParameterValue(
-                "cannot specify both BROKER and BROKERS", span=options["BROKERS"].span
-            )
-        if "BROKER" in options:
-            brokers = (options["BROKER"].value.value,)
-        elif "BROKERS" in options:
-            brokers = tuple(v.value for v in options["BROKERS"].value.items)
-        else:
-            raise InvalidParameterValue("KAFKA connection requires BROKER", span=statement.span)
-    else:
-        if "URL" not in options:
-            raise InvalidParameterValue(
-                "CONFLUENT SCHEMA REGISTRY connection requires URL", span=statement.span
-            )
-        url = options["URL"].value.value
-    properties = tuple(
-        (o.name, o.value.to_sql()) for o in statement.options if o.name not in ("BROKER", "BROKERS", "URL")
-    )
-    desc = ConnectionDesc(
-        kinds.KAFKA if kafka else kinds.SCHEMA_REGISTRY, brokers, url, properties
-    )
-    (item_id,) = catalog.allocate_ids(1)
-    return Item(item_id, name, kinds.CONNECTION, statement.to_sql(), details=desc)
 
 
 # Type names as written → Materialize's names; anything else is not a type.

@@ -17,6 +17,7 @@ _SHOWN_KINDS = {
     "TABLES": (kinds.TABLE, kinds.DEAD_LETTER_TABLE),
     "SINKS": (kinds.SINK,),
     "CONNECTIONS": (kinds.CONNECTION,),
+    "SECRETS": (kinds.SECRET,),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.catalog.items import Item
@@ -16,6 +16,17 @@ class CreatePlan:
 
     items: tuple[Item, ...]
     status: str
+
+
+@dataclass(frozen=True)
+class SecretPlan:
+    """Store `value` as the secret `secret_id`'s: CREATE SECRET (with the `item` to add to
+    the catalog once the value is stored) or ALTER SECRET (no item)."""
+
+    secret_id: str
+    value: str = field(repr=False)
+    status: str = "CREATE SECRET"
+    item: Item | None = None
 
 
 @dataclass(frozen=True)
@@ -87,5 +98,13 @@ class WritePlan:
 
 
 Plan = (
-    CreatePlan | DropPlan | NoticePlan | RowsPlan | QueryPlan | StatisticsPlan | SubscribePlan | WritePlan
+    CreatePlan
+    | SecretPlan
+    | DropPlan
+    | NoticePlan
+    | RowsPlan
+    | QueryPlan
+    | StatisticsPlan
+    | SubscribePlan
+    | WritePlan
 )

@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql.types import VariantVal
 
 from sluice.catalog import items as kinds
+from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
@@ -48,7 +49,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     connection = catalog.by_id(desc.connection).details
     brokers = ",".join(connection.brokers)
     try:
-        config = connection_config(catalog.by_id(desc.connection).details.properties)
+        config = connection_config(connection_options(connection, catalog).all())
         marks = watermarks(brokers, desc.topic, config)
         starts = dict(desc.retained_from)
         if desc.start_timestamp is not None:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
+from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
 from sluice.kafka.client import connection_config
 from sluice.kafka.reader import LOST_RANGE, NAME
@@ -133,23 +134,33 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
 
 
 def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
-    """The `sluice_kafka` options that read and decode the source's topic."""
-    connection = catalog.by_id(desc.connection).details
-    decode = {}
+    """The `sluice_kafka` options that read and decode the source's topic. Credentials
+    travel in options whose names Spark's `spark.redaction.regex` matches (`secret`), so
+    plans and logs show them redacted."""
+    kafka = connection_options(catalog.by_id(desc.connection).details, catalog)
+    decode, logins = {}, {}
     for side, fmt in _sides(desc).items():
         registry = None
         if fmt.registry_connection is not None:
-            registry = catalog.by_id(fmt.registry_connection).details.url
-        spec = decode_spec(fmt, registry)
+            registry = catalog.by_id(fmt.registry_connection).details
+            login = registry_login(registry, catalog)
+            if login is not None:
+                logins[side] = login
+        spec = decode_spec(fmt, None if registry is None else registry.url)
         if spec is not None:
             decode[side] = spec
-    return {
-        "bootstrap": ",".join(connection.brokers),
+    options = {
+        "bootstrap": ",".join(catalog.by_id(desc.connection).details.brokers),
         "topic": desc.topic,
-        "config": json.dumps(connection_config(connection.properties)),
+        "config": json.dumps(connection_config(kafka.clear)),
         "decode": json.dumps(decode),
         "report_lost": "true",
     }
+    if kafka.secret:
+        options["config_secret"] = json.dumps(connection_config(kafka.secret))
+    if logins:
+        options["decode_secret"] = json.dumps(logins)
+    return options
 
 
 def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:

@@ -193,6 +193,35 @@ class CreateConnection(Statement):
         )
 
 
+# ---------------------------------------------------------------- secrets
+
+
+@dataclass(frozen=True)
+class CreateSecret(Statement):
+    """`CREATE SECRET name AS 'value'`; the value is left out of `repr` and dumps."""
+
+    name: ObjectName
+    value: StringLiteral = field(repr=False)
+    if_not_exists: bool = False
+
+    def to_sql(self) -> str:
+        ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        return f"CREATE SECRET{ine} {self.name.to_sql()} AS {self.value.to_sql()}"
+
+
+@dataclass(frozen=True)
+class AlterSecret(Statement):
+    """`ALTER SECRET name AS 'value'`: a new value for an existing secret."""
+
+    name: ObjectName
+    value: StringLiteral = field(repr=False)
+    if_exists: bool = False
+
+    def to_sql(self) -> str:
+        ie = " IF EXISTS" if self.if_exists else ""
+        return f"ALTER SECRET{ie} {self.name.to_sql()} AS {self.value.to_sql()}"
+
+
 # ---------------------------------------------------------------- formats
 
 
@@ -551,7 +580,7 @@ class Subscribe(Statement):
 
 @dataclass(frozen=True)
 class ShowObjects(Statement):
-    kind: str  # SOURCES | VIEWS | MATERIALIZED VIEWS | TABLES | SINKS | CONNECTIONS
+    kind: str  # SOURCES | VIEWS | MATERIALIZED VIEWS | TABLES | SINKS | CONNECTIONS | SECRETS
 
     def to_sql(self) -> str:
         return f"SHOW {self.kind}"
@@ -576,7 +605,7 @@ class ShowSourceStatistics(Statement):
 
 @dataclass(frozen=True)
 class ShowCreate(Statement):
-    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION
+    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION | INDEX | SECRET
     name: ObjectName
 
     def to_sql(self) -> str:
@@ -585,7 +614,7 @@ class ShowCreate(Statement):
 
 @dataclass(frozen=True)
 class Drop(Statement):
-    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION
+    kind: str  # SOURCE | VIEW | MATERIALIZED VIEW | TABLE | SINK | CONNECTION | INDEX | SECRET
     names: tuple[ObjectName, ...]
     if_exists: bool = False
     cascade: bool = False

@@ -224,6 +224,16 @@ class Builder:
     def csr_connection(self, children, span):
         return ast.CreateConnection.CONFLUENT_SCHEMA_REGISTRY, children
 
+    # ------------------------------------------------------------ secrets
+
+    def create_secret(self, children, span):
+        if_not_exists, name, value = children
+        return ast.CreateSecret(name, value, if_not_exists=bool(if_not_exists), span=span)
+
+    def alter_secret(self, children, span):
+        if_exists, name, value = children
+        return ast.AlterSecret(name, value, if_exists=bool(if_exists), span=span)
+
     # ------------------------------------------------------------ sources
 
     def create_source(self, children, span):
