@@ -2,23 +2,42 @@
 
 Serves `GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` from a dict
 of subjects given at start; sluice's client talks to it exactly as to the real service.
+Given a `login` (username, password), it demands HTTP basic authentication as the real
+service configured for it does: any other request is answered `401`. It counts the
+requests it answered and refused, by kind (`latest`, `by_id`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
 
 
 class Registry:
-    def __init__(self, subjects: dict[str, object]) -> None:
+    def __init__(self, subjects: dict[str, object], login: tuple[str, str] | None = None) -> None:
         self.subjects = {name: (i, json.dumps(schema)) for i, (name, schema) in enumerate(subjects.items(), 1)}
+        self.expected_auth = None
+        if login is not None:
+            self.expected_auth = "Basic " + base64.b64encode(":".join(login).encode()).decode()
+        self.answered: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                kind = "by_id" if self.path.startswith("/schemas/ids/") else "latest"
+                if registry.expected_auth not in (None, self.headers.get("Authorization")):
+                    registry.refused[kind] += 1
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+                    self.end_headers()
+                    self.wfile.write(json.dumps({"error_code": 401, "message": "Unauthorized"}).encode())
+                    return
+                registry.answered[kind] += 1
                 body = registry.answer(self.path)
                 self.send_response(200 if body is not None else 404)
                 self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")

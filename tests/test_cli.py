@@ -35,7 +35,7 @@ def test_parse_error_exit_status_and_caret() -> None:
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
-        "ERROR:  Expected one of CONNECTION, INDEX, MATERIALIZED, SINK, SOURCE, TABLE or VIEW, "
+        "ERROR:  Expected one of CONNECTION, INDEX, MATERIALIZED, SECRET, SINK, SOURCE, TABLE or VIEW, "
         "found SOURCES",
         "LINE 2: DROP SOURCES s",
         "             ^",

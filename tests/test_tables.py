@@ -48,10 +48,12 @@ def test_constraints_and_column_errors(session) -> None:
 
 def test_rows_survive_a_reopen_and_go_with_drop(session, tmp_path) -> None:
     session.execute("INSERT INTO t VALUES (1, 'kept', NULL)")
-    assert sluice.Session(tmp_path, check_kafka=False).execute("SELECT b FROM t").rows == [("kept",)]
-    session.execute("DROP TABLE t")
-    session.execute("CREATE TABLE t (a int NOT NULL, b text DEFAULT 'x', c double precision)")
-    assert rows(session, "SELECT count(*) FROM t") == [(0,)]
+    session.close()
+    with sluice.Session(tmp_path, check_kafka=False) as reopened:
+        assert reopened.execute("SELECT b FROM t").rows == [("kept",)]
+        reopened.execute("DROP TABLE t")
+        reopened.execute("CREATE TABLE t (a int NOT NULL, b text DEFAULT 'x', c double precision)")
+        assert rows(reopened, "SELECT count(*) FROM t") == [(0,)]
 
 
 def test_tables_join_sources_on_the_same_timeline(spark, kafka) -> None:

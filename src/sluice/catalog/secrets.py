@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from sluice.catalog.store import Catalog
 
 DIRECTORY = "secrets"
-# What a secret's stored CREATE text shows in place of its value.
-REDACTED = "'********'"
 
 
 class SecretStore:

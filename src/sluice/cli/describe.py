@@ -11,7 +11,7 @@ from sluice.values import value_text
 
 def describe_plan(session: Session, statement: ast.Statement) -> str:
     planned = session.plan(statement)
-    lines = [f"-- {statement.to_sql()}"]
+    lines = [f"-- {statement.redacted().to_sql()}"]
     if isinstance(planned, (QueryPlan, SubscribePlan)):
         query = planned.query if isinstance(planned, SubscribePlan) else planned
         writer = ExplainWriter(session.catalog.current)

@@ -25,9 +25,9 @@ from typing import Any, TextIO
 from sluice.catalog import items as kinds
 from sluice.cli.table import format_table, result_text
 from sluice.errors import ExternalSystemError, SqlError, format_error
-from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan
+from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
 from sluice.session import Session
-from sluice.syntax import ast, parse_statement
+from sluice.syntax import ast, parse_statement, redact_secrets
 from sluice.syntax.keywords import KEYWORDS
 from sluice.syntax.splitter import find_unterminated, split_statements
 from sluice.values import value_text
@@ -69,7 +69,7 @@ def needs_spark(planned: Plan) -> bool:
     or reading the catalog alone; a materialized view starts ingesting when created."""
     if isinstance(planned, CreatePlan):
         return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-    return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan))
+    return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
 
 
 def is_complete(text: str) -> bool:
@@ -381,7 +381,7 @@ class Repl:
             if isinstance(statement, ast.Subscribe) and subscribe is not None:
                 self._subscribe(subscribe, text[start:end].strip())
             else:
-                own_text = text[start:end]
+                own_text = redact_secrets(text[start:end])
                 result = self._on_spark(own_text, lambda: self.session.apply(planned, statement))
                 self.write(result_text(result))
         except SqlError as e:
@@ -555,6 +555,12 @@ def _prompt_session(repl: Repl, history_file: Path):
     from prompt_toolkit.lexers import PygmentsLexer
     from pygments.lexers.sql import PostgresLexer
 
+    class RedactingHistory(FileHistory):
+        """The history file never holds a secret's value."""
+
+        def store_string(self, string: str) -> None:
+            super().store_string(redact_secrets(string))
+
     class SqlCompleter(Completer):
         def get_completions(self, document, complete_event):
             names = [item.name for item in repl.session.catalog.current]
@@ -567,7 +573,7 @@ def _prompt_session(repl: Repl, history_file: Path):
         PROMPT,
         multiline=Condition(lambda: not is_complete(get_app().current_buffer.text)),
         prompt_continuation=lambda width, line_number, soft_wrap: CONTINUATION.rjust(width),
-        history=FileHistory(str(history_file)),
+        history=RedactingHistory(str(history_file)),
         lexer=PygmentsLexer(PostgresLexer),
         completer=SqlCompleter(),
         complete_while_typing=False,

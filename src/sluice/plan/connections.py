@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import ConnectionDesc, Item
-from sluice.catalog.secrets import REDACTED
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, InvalidParameterValue
 from sluice.plan.names import ensure_free, item_name, resolve
@@ -165,9 +164,8 @@ def plan_create_secret(statement: ast.CreateSecret, catalog: Catalog) -> SecretP
         return NoticePlan(f"catalog item '{name}' already exists, skipping", "CREATE SECRET")
     ensure_free(catalog, name, statement.name.span)
     (item_id,) = catalog.allocate_ids(1)
-    # The stored CREATE text shows the value redacted: it is printed by SHOW CREATE.
-    create_sql = f"CREATE SECRET {statement.name.to_sql()} AS {REDACTED}"
-    item = Item(item_id, name, kinds.SECRET, create_sql)
+    # The stored CREATE text, which SHOW CREATE prints, has the value redacted.
+    item = Item(item_id, name, kinds.SECRET, statement.redacted().to_sql())
     return SecretPlan(item_id, statement.value.value, "CREATE SECRET", item)
 
 

@@ -15,7 +15,7 @@ from sluice.syntax.diagnostics import translate
 from sluice.syntax.grammar import parser
 from sluice.syntax.splitter import split_statements
 
-__all__ = ["ast", "parse", "parse_one", "parse_statement"]
+__all__ = ["ast", "parse", "parse_one", "parse_statement", "redact_secrets"]
 
 
 def parse(text: str) -> list[ast.Statement]:
@@ -41,3 +41,19 @@ def parse_statement(text: str, start: int, end: int) -> ast.Statement:
     except UnexpectedInput as e:
         raise translate(e, statement, start) from None
     return Builder(start).build(tree)
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with the value of every secret statement in it replaced (for a history file
+    or a job description); text that does not parse is left as it is."""
+    values = []
+    for start, end in split_statements(text):
+        try:
+            statement = parse_statement(text, start, end)
+        except ParseError:
+            continue
+        if statement.redacted() is not statement:
+            values.append(statement.value.span)
+    for span in reversed(values):
+        text = text[: span.start] + ast.quote_string(ast.REDACTED) + text[span.end :]
+    return text

@@ -9,13 +9,15 @@ its own `to_sql()` compares equal to the original. Query bodies stay sqlglot exp
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from sluice.errors import Span
 from sluice.syntax.keywords import RESERVED
 
 _BARE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
+# What is shown in place of a secret's value.
+REDACTED = "********"
 
 
 def quote_ident(name: str, reserved: frozenset[str] = RESERVED) -> str:
@@ -40,6 +42,10 @@ class Node:
 @dataclass(frozen=True)
 class Statement(Node):
     """A top-level statement."""
+
+    def redacted(self) -> Statement:
+        """The statement as it may be shown or stored: a secret's value replaced."""
+        return self
 
 
 def _csv(nodes: tuple[Node, ...]) -> str:
@@ -208,6 +214,9 @@ class CreateSecret(Statement):
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
         return f"CREATE SECRET{ine} {self.name.to_sql()} AS {self.value.to_sql()}"
 
+    def redacted(self) -> CreateSecret:
+        return replace(self, value=StringLiteral(REDACTED, span=self.value.span))
+
 
 @dataclass(frozen=True)
 class AlterSecret(Statement):
@@ -220,6 +229,9 @@ class AlterSecret(Statement):
     def to_sql(self) -> str:
         ie = " IF EXISTS" if self.if_exists else ""
         return f"ALTER SECRET{ie} {self.name.to_sql()} AS {self.value.to_sql()}"
+
+    def redacted(self) -> AlterSecret:
+        return replace(self, value=StringLiteral(REDACTED, span=self.value.span))
 
 
 # ---------------------------------------------------------------- formats
