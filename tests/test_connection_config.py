@@ -9,16 +9,22 @@ from sluice.catalog.secrets import connection_options
 from sluice.kafka.client import connection_config
 
 
-def test_options_map_to_librdkafka_properties(tmp_path) -> None:
-    with sluice.Session(tmp_path, check_kafka=False) as session:
-        session.execute_script(
-            "CREATE SECRET pw AS 'p''w';"
-            "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SECURITY PROTOCOL = sasl_ssl, "
-            "SASL MECHANISMS = 'scram-sha-256', SASL USERNAME = 'u', SASL PASSWORD = SECRET pw, "
-            "SSL CERTIFICATE AUTHORITY = '-----BEGIN CERTIFICATE-----')"
-        )
+def options_of(data_dir, script: str):
+    """The options of connection `k` that the script creates."""
+    with sluice.Session(data_dir, check_kafka=False) as session:
+        session.execute_script(script)
         catalog = session.catalog.current
-        options = connection_options(catalog.get("k").details, catalog)
+        return connection_options(catalog.get("k").details, catalog)
+
+
+def test_options_map_to_librdkafka_properties(tmp_path) -> None:
+    options = options_of(
+        tmp_path,
+        "CREATE SECRET pw AS 'p''w';"
+        "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SECURITY PROTOCOL = sasl_ssl, "
+        "SASL MECHANISMS = 'scram-sha-256', SASL USERNAME = 'u', SASL PASSWORD = SECRET pw, "
+        "SSL CERTIFICATE AUTHORITY = '-----BEGIN CERTIFICATE-----')",
+    )
     # The secret's value is kept apart from what was given in the clear.
     assert connection_config(options.clear) == {
         "security.protocol": "SASL_SSL",
@@ -31,15 +37,13 @@ def test_options_map_to_librdkafka_properties(tmp_path) -> None:
 
 
 def test_sasl_options_alone_mean_sasl_ssl_as_in_materialize(tmp_path) -> None:
-    with sluice.Session(tmp_path, check_kafka=False) as session:
-        session.execute_script(
-            "CREATE SECRET pw AS 'x';"
-            "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SASL MECHANISMS = PLAIN, "
-            "SASL USERNAME = SECRET pw, SASL PASSWORD = SECRET pw)"
-        )
-        catalog = session.catalog.current
-        config = connection_config(connection_options(catalog.get("k").details, catalog).all())
-    assert config == {
+    options = options_of(
+        tmp_path,
+        "CREATE SECRET pw AS 'x';"
+        "CREATE CONNECTION k TO KAFKA (BROKER 'h:1', SASL MECHANISMS = PLAIN, "
+        "SASL USERNAME = SECRET pw, SASL PASSWORD = SECRET pw)",
+    )
+    assert connection_config(options.all()) == {
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": "PLAIN",
         "sasl.username": "x",

@@ -6,14 +6,21 @@ get them (through real Spark)."""
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sluice
 from sluice.catalog.lock import LOCK_FILE
 from sluice.catalog.secrets import DIRECTORY
 from sluice.catalog.store import FILE_NAME
+from sluice.cli.describe import describe_plan
 from sluice.plan import plan
+from sluice.syntax import redact_secrets
+from sluice.syntax.ast import quote_string
 from tests.access_scenarios import (
     REGISTRY_PASSWORD,
     SASL_PASSWORD,
@@ -108,3 +115,22 @@ def test_secrets_reach_the_registry_and_sasl_and_show_nowhere(spark, tmp_path) -
     assert found.files_checked > 5
     assert found.leaks == []
     assert REGISTRY_PASSWORD in SECRET_VALUES
+
+
+# Every value holds a character none of the texts searched has otherwise, so finding the
+# value in one can only be a leak.
+@settings(max_examples=40, deadline=None)
+@given(st.builds(lambda a, b: f"{a}\u00a7{b}", st.text(), st.text()))
+def test_any_value_round_trips_through_its_file_and_is_shown_nowhere(value) -> None:
+    statement = f"CREATE SECRET pw AS {quote_string(value)}"
+    with tempfile.TemporaryDirectory() as scratch, sluice.Session(scratch, check_kafka=False) as session:
+        session.execute(statement)
+        catalog = session.catalog.current
+        assert catalog.secret_value(catalog.get("pw").id) == value
+        shown = [
+            (Path(scratch) / FILE_NAME).read_text(encoding="utf-8"),
+            *(row[1] for row in session.execute("SHOW CREATE SECRET pw").rows),
+            describe_plan(session, sluice.parse_one(f"ALTER SECRET pw AS {quote_string(value)}")),
+            redact_secrets(f"{statement}; ALTER SECRET pw AS {quote_string(value)}"),
+        ]
+    assert not any(value in text or quote_string(value) in text for text in shown)

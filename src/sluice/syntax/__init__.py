@@ -52,7 +52,7 @@ def redact_secrets(text: str) -> str:
             statement = parse_statement(text, start, end)
         except ParseError:
             continue
-        if statement.redacted() is not statement:
+        if isinstance(statement, ast.SecretStatement):
             values.append(statement.value.span)
     for span in reversed(values):
         text = text[: span.start] + ast.quote_string(ast.REDACTED) + text[span.end :]

@@ -203,35 +203,35 @@ class CreateConnection(Statement):
 
 
 @dataclass(frozen=True)
-class CreateSecret(Statement):
-    """`CREATE SECRET name AS 'value'`; the value is left out of `repr` and dumps."""
+class SecretStatement(Statement):
+    """A statement that gives a secret's value (CREATE or ALTER SECRET): the value is left
+    out of `repr` and dumps, and `redacted` replaces it."""
 
     name: ObjectName
     value: StringLiteral = field(repr=False)
+
+    def redacted(self) -> SecretStatement:
+        return replace(self, value=StringLiteral(REDACTED, span=self.value.span))
+
+
+@dataclass(frozen=True)
+class CreateSecret(SecretStatement):
     if_not_exists: bool = False
 
     def to_sql(self) -> str:
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
         return f"CREATE SECRET{ine} {self.name.to_sql()} AS {self.value.to_sql()}"
 
-    def redacted(self) -> CreateSecret:
-        return replace(self, value=StringLiteral(REDACTED, span=self.value.span))
-
 
 @dataclass(frozen=True)
-class AlterSecret(Statement):
-    """`ALTER SECRET name AS 'value'`: a new value for an existing secret."""
+class AlterSecret(SecretStatement):
+    """A new value for an existing secret."""
 
-    name: ObjectName
-    value: StringLiteral = field(repr=False)
     if_exists: bool = False
 
     def to_sql(self) -> str:
         ie = " IF EXISTS" if self.if_exists else ""
         return f"ALTER SECRET{ie} {self.name.to_sql()} AS {self.value.to_sql()}"
-
-    def redacted(self) -> AlterSecret:
-        return replace(self, value=StringLiteral(REDACTED, span=self.value.span))
 
 
 # ---------------------------------------------------------------- formats
