@@ -61,6 +61,13 @@ def test_a_refused_session_creates_nothing_but_the_directory_and_lock(tmp_path) 
         assert sorted(p.name for p in data_dir.iterdir()) == [LOCK_FILE]
 
 
+def test_a_data_directory_that_cannot_be_opened_is_an_error(tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(sluice.SqlError, match='cannot open data directory ".*file": File exists') as info:
+        sluice.Session(tmp_path / "file")
+    assert info.value.code == "58000"
+
+
 def test_secret_values_live_in_files_of_their_own(tmp_path) -> None:
     with sluice.Session(tmp_path, check_kafka=False) as session:
         session.execute("CREATE SECRET pw AS 'first-Value'")

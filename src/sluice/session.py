@@ -69,10 +69,10 @@ class Session:
         try:
             self.secrets = SecretStore(self.data_dir)
             self.catalog = DurableCatalog(self.data_dir, self.secrets)
+            self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
         except BaseException:
             self._lock.release()
             raise
-        self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
         self.tables = TableStore(self.data_dir)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
 

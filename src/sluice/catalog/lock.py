@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from sluice.errors import ObjectInUse
+from sluice.errors import ExternalSystemError, ObjectInUse
 
 LOCK_FILE = "lock"
 # How long a refused session waits for the holder to write its process id, which it does
@@ -25,9 +25,12 @@ _HOLDER_WAIT_SECONDS = 1.0
 
 class DataDirectoryLock:
     def __init__(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        # Opened without truncating: a refused session must leave the holder's file as it is.
-        self._file = open(data_dir / LOCK_FILE, "a+b")  # noqa: SIM115 - held until release()
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            # Opened without truncating: a refused session leaves the holder's file as it is.
+            self._file = open(data_dir / LOCK_FILE, "a+b")  # noqa: SIM115 - held until release()
+        except OSError as e:
+            raise ExternalSystemError(f'cannot open data directory "{data_dir}": {e.strerror}') from None
         try:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
