@@ -105,13 +105,15 @@ class Options:
 
     @staticmethod
     def of(options) -> Options:
+        config = json.loads(options.get("config", "{}"))
+        config.update(json.loads(options.get("config_secret", "{}")))
         decode = json.loads(options.get("decode", "{}"))
         for side, login in json.loads(options.get("decode_secret", "{}")).items():
             decode[side] = {**decode[side], "login": login}
         return Options(
             bootstrap=options["bootstrap"],
             topic=options["topic"],
-            config={**json.loads(options.get("config", "{}")), **json.loads(options.get("config_secret", "{}"))},
+            config=config,
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
             stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
             decode=decode,
@@ -141,8 +143,8 @@ def decoder(spec: dict):
         return JsonDecoder()
     if spec["kind"] == "csv":
         return CsvDecoder(spec["columns"], spec.get("delimiter", ","))
-    login = spec.get("login")
-    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), tuple(login) if login else None)
+    login = tuple(spec["login"]) if "login" in spec else None
+    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), login)
 
 
 class Range(InputPartition):

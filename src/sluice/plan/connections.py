@@ -46,7 +46,9 @@ def plan_create_connection(statement: ast.CreateConnection, catalog: Catalog) ->
                 f"invalid {option.name} option value: must provide a secret value",
                 span=option.value.span,
             )
-    properties = tuple((o.name, o.value.to_sql()) for o in statement.options if o.name not in _ADDRESS_OPTIONS)
+    properties = tuple(
+        (o.name, o.value.to_sql()) for o in statement.options if o.name not in _ADDRESS_OPTIONS
+    )
     if statement.connection_type == ast.CreateConnection.KAFKA:
         connection_type, brokers, url = kinds.KAFKA, _brokers(options, statement), None
         properties += _security_protocol(options, statement)
@@ -149,7 +151,9 @@ def _registry_url(options: dict[str, ast.ConnectionOption], statement: ast.Creat
             "invalid CONNECTION: URL must be http:// or https:// and specify domain name", span=url.span
         )
     if "PASSWORD" in options and "USERNAME" not in options:
-        raise InvalidParameterValue("invalid CONNECTION: PASSWORD requires USERNAME", span=options["PASSWORD"].span)
+        raise InvalidParameterValue(
+            "invalid CONNECTION: PASSWORD requires USERNAME", span=options["PASSWORD"].span
+        )
     for name in _SSL_OPTIONS:
         if name in options:
             raise FeatureNotSupported(

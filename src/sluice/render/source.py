@@ -137,7 +137,8 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     """The `sluice_kafka` options that read and decode the source's topic. Credentials
     travel in options whose names Spark's `spark.redaction.regex` matches (`secret`), so
     plans and logs show them redacted."""
-    kafka = connection_options(catalog.by_id(desc.connection).details, catalog)
+    connection = catalog.by_id(desc.connection).details
+    kafka = connection_options(connection, catalog)
     decode, logins = {}, {}
     for side, fmt in _sides(desc).items():
         registry = None
@@ -150,7 +151,7 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
         if spec is not None:
             decode[side] = spec
     options = {
-        "bootstrap": ",".join(catalog.by_id(desc.connection).details.brokers),
+        "bootstrap": ",".join(connection.brokers),
         "topic": desc.topic,
         "config": json.dumps(connection_config(kafka.clear)),
         "decode": json.dumps(decode),
