@@ -40,6 +40,8 @@ _TERMINALS = {
 }
 
 _STATEMENT_LEADS = {"CREATE", "DROP", "SHOW", "EXPLAIN", "SUBSCRIBE", "QUERY"}
+# Statements whose strings may be secret values or credentials.
+_GIVES_CREDENTIALS = re.compile(r"\s*(?:CREATE\s+(?:SECRET|CONNECTION)|ALTER\s+SECRET)\b", re.IGNORECASE)
 
 
 def translate(error: UnexpectedInput, statement: str, offset: int) -> ParseError:
@@ -55,6 +57,8 @@ def translate(error: UnexpectedInput, statement: str, offset: int) -> ParseError
 def _unexpected_token(error: UnexpectedToken, statement: str, offset: int) -> ParseError:
     token = error.token
     found = describe_token(token)
+    if token.type == "STRING" and _GIVES_CREDENTIALS.match(statement):
+        found = "string literal"  # it may be a secret's value: an error text never shows one
     if token.type == "$END":
         start = end = offset + len(statement.rstrip())
     else:
