@@ -2,6 +2,8 @@
 
 Serves `GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` from a dict
 of subjects given at start; sluice's client talks to it exactly as to the real service.
+Setting `failing` to an HTTP status (503, 401, …) makes it answer every request with that
+status until it is set back to None.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from urllib.parse import unquote
 class Registry:
     def __init__(self, subjects: dict[str, object]) -> None:
         self.subjects = {name: (i, json.dumps(schema)) for i, (name, schema) in enumerate(subjects.items(), 1)}
+        self.failing: int | None = None
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                body = registry.answer(self.path)
-                self.send_response(200 if body is not None else 404)
+                body = registry.answer(self.path) if registry.failing is None else {}
+                self.send_response(registry.failing or (200 if body is not None else 404))
                 self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
                 self.end_headers()
                 self.wfile.write(json.dumps(body or {"error_code": 40401}).encode())

@@ -1,16 +1,52 @@
 """Kafka metadata through confluent-kafka, with no Spark: consumers, watermarks, topics.
 
 Used by the reader inside Spark and, before planning, by the session (a topic a source
-names must exist). Failures are `KafkaReadError`s whose text names the topic.
+names must exist). Failures are `KafkaReadError`s whose text names the topic; transient
+ones (a broker unreachable, a partition without a leader, a request timed out) are retried
+under the source's `RetryPolicy` where one is given.
 """
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+import logging
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sluice.errors import FeatureNotSupported
+from sluice.kafka.retry import RetryPolicy, TransientFault
 
 METADATA_TIMEOUT_SECONDS = 10.0
+
+# librdkafka's own log lines (every refused reconnection while a broker is down) go to
+# this logger rather than to the terminal: sluice reports a lasting fault itself.
+LOG = logging.getLogger(__name__)
+LOG.addHandler(logging.NullHandler())
+LOG.propagate = False
+
+# Errors after which the same request may succeed: the broker is unreachable or restarting,
+# a partition's leader is moving, a request timed out. A partition the client no longer
+# knows (`_UNKNOWN_PARTITION`) is one whose leader went away from its metadata.
+TRANSIENT_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.KAFKA_STORAGE_ERROR,
+    }
+)
 
 
 class KafkaReadError(RuntimeError):
@@ -50,7 +86,33 @@ def connection_config(properties: tuple[tuple[str, str], ...]) -> dict[str, str]
     return config
 
 
-def consumer(bootstrap: str, config: dict) -> Consumer:
+def kafka_reason(text: str) -> str:
+    """librdkafka's error text in sluice's style: "Failed to get metadata: Local: Broker
+    transport failure" becomes "failed to get metadata: broker transport failure"."""
+    for prefix in ("Broker: ", "Local: "):
+        text = text.replace(prefix, "")
+    return text.rstrip(".").lower()
+
+
+def transient(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in TRANSIENT_ERRORS
+
+
+class Consumer(confluent_kafka.Consumer):
+    """A consumer that remembers the last error librdkafka reported by itself (a broker
+    down, a connection refused): `consume` returns nothing at all while a broker is away,
+    so this is how a stalled read names its cause."""
+
+    def __init__(self, config: dict) -> None:
+        self.last_fault: str | None = None
+        super().__init__({**config, "error_cb": self._note, "logger": LOG})
+
+    def _note(self, error: KafkaError) -> None:
+        self.last_fault = kafka_reason(error.str())
+
+
+def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> Consumer:
+    """A consumer of sluice's settings; with `retry`, reconnecting by its backoff."""
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -60,33 +122,65 @@ def consumer(bootstrap: str, config: dict) -> Consumer:
             # A deleted offset is an error to report, never a silent jump to either end.
             "auto.offset.reset": "error",
             "fetch.wait.max.ms": 10,
+            **(retry.client_config() if retry is not None else {}),
             **config,
         }
     )
 
 
+class TopicWatermarks:
+    """A topic's watermarks, asked through one consumer for as long as this lives: a
+    stream polls its topic every trigger, and a consumer per poll would open new broker
+    connections each time. Close it when done."""
+
+    def __init__(self, bootstrap: str, topic: str, config: dict, retry: RetryPolicy | None = None) -> None:
+        self.topic = topic
+        self.retry = retry
+        self.consumer = consumer(bootstrap, config, retry)
+
+    def get(self) -> dict[int, tuple[int, int]]:
+        """`{partition: (low, high)}`. Transient faults are retried under the policy (then
+        `SourceUnavailable`); without one they are a `KafkaReadError` at once."""
+        if self.retry is not None:
+            return self.retry.call(self._attempt, f"topic {self.topic!r}")
+        try:
+            return self._attempt(METADATA_TIMEOUT_SECONDS)
+        except TransientFault as e:
+            raise KafkaReadError(f"topic {self.topic!r}: {e}") from None
+
+    def _attempt(self, timeout: float) -> dict[int, tuple[int, int]]:
+        topic = self.topic
+        try:
+            found = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if found is None or (
+                found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                raise TopicMissing(f"topic {topic!r} does not exist")
+            if found.error is not None:
+                raise KafkaException(found.error)
+            return {
+                p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+                for p in sorted(found.partitions)
+            }
+        except KafkaException as e:
+            error = e.args[0]
+            if transient(error):
+                raise TransientFault(kafka_reason(error.str())) from None
+            raise KafkaReadError(f"topic {topic!r}: {kafka_reason(error.str())}") from None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
 def watermarks(
-    bootstrap: str, topic: str, config: dict, timeout: float = METADATA_TIMEOUT_SECONDS
+    bootstrap: str, topic: str, config: dict, retry: RetryPolicy | None = None
 ) -> dict[int, tuple[int, int]]:
-    """`{partition: (low, high)}` of the topic."""
-    client = consumer(bootstrap, config)
+    """`{partition: (low, high)}` of the topic, asked once (see `TopicWatermarks`)."""
+    asked = TopicWatermarks(bootstrap, topic, config, retry)
     try:
-        metadata = client.list_topics(topic, timeout=timeout)
-        found = metadata.topics.get(topic)
-        if found is None or (
-            found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        ):
-            raise TopicMissing(f"topic {topic!r} does not exist")
-        if found.error is not None:
-            raise KafkaReadError(f"topic {topic!r}: {found.error.str()}")
-        return {
-            p: client.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            for p in sorted(found.partitions)
-        }
-    except KafkaException as e:
-        raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
+        return asked.get()
     finally:
-        client.close()
+        asked.close()
 
 
 def offsets_for_timestamp(

@@ -24,6 +24,9 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from sluice.errors import ExternalSystemError, ExternalSystemUnavailable
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault
+
 
 def describe_bytes(payload: bytes) -> str:
     """`(original text: …, original bytes: "…")`, the text omitted when it is not UTF-8."""
@@ -122,6 +125,7 @@ class AvroDecoder:
     schema_json: str
     confluent_wire_format: bool = True
     registry_url: str | None = None
+    retry: RetryPolicy = RetryPolicy(0, 0)  # how registry look-ups wait out faults
 
     def __post_init__(self) -> None:
         named: dict[str, Any] = {}
@@ -131,15 +135,31 @@ class AvroDecoder:
         self.unions = _top_level_unions(self.reader_schema, named)
 
     def writer(self, schema_id: int):
+        """The writer schema of `schema_id`. An id the registry does not know (or whose
+        schema does not parse) is the decode error of each message written with it,
+        remembered so the registry is asked once. A registry that cannot answer now is
+        asked again under `retry`; past it, or when it answers anything else (a refused
+        login), no message is at fault: the read fails (`SourceUnavailable`)."""
         if self.registry_url is None:
             return self.reader_schema
         if schema_id not in self.writers:
             from sluice.kafka.registry import SchemaRegistry
 
-            # A failed look-up is remembered too: one slow registry answer per id, not one
-            # per message.
+            registry = SchemaRegistry(self.registry_url)
+
+            def look_up(seconds: float) -> str | None:
+                try:
+                    return registry.by_id(schema_id, seconds)
+                except ExternalSystemUnavailable as e:
+                    raise TransientFault(e.message) from None
+
             try:
-                text = SchemaRegistry(self.registry_url).by_id(schema_id)
+                text = self.retry.call(look_up, f"schema id {schema_id}")
+            except ExternalSystemError as e:
+                raise SourceUnavailable(e.message, self.retry.source) from None
+            try:
+                if text is None:
+                    raise ExternalSystemError(f"schema id {schema_id} not found in schema registry {registry.url}")
                 self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e
