@@ -145,6 +145,10 @@ def test_a_registry_outage_past_the_bound_fails_the_source_then_it_recovers(brok
             "CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 't') "
             f"FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr {SHORT_RETRY}"
         )
+        session.execute(
+            "CREATE SOURCE plain FROM KAFKA CONNECTION kafka (TOPIC 't') "
+            f"FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr {SHORT_RETRY}"
+        )
         session.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, count(DISTINCT n) AS d FROM src")
         produce(kafka.bootstrap, "t", [(None, avro(i, schema_id)) for i in range(50)])
         assert session.execute("SELECT n, d FROM mv").rows == [(50, 50)]
@@ -159,12 +163,17 @@ def test_a_registry_outage_past_the_bound_fails_the_source_then_it_recovers(brok
         assert source_error(session, "SELECT n FROM mv").message == (
             f'Source error: source "src" has failed: {reason}'
         )
+        # A snapshot's read fails the same way, not with a decode error per message.
+        assert source_error(session, "SELECT count(*) FROM plain").message == (
+            f'Source error: source "plain" has failed: {reason}'
+        )
 
         registry.failing = None
         assert wait_for(lambda: statistics(session, "src")["status"] == "running")
         assert session.execute("SELECT n, d FROM mv").rows == [(100, 100)]
         # Not one message became a decode error.
         assert session.execute("SELECT count(*) FROM ONLY ERRORS src").rows == [(0,)]
+        assert session.execute("SELECT count(*), count(DISTINCT n) FROM plain").rows == [(100, 100)]
     finally:
         registry.close()
 
