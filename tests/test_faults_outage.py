@@ -266,7 +266,10 @@ def test_the_reason_of_a_spark_failure_is_never_empty() -> None:
         "sluice.kafka.client.KafkaReadError: topic 't' does not exist\n SQLSTATE: 38000\n"
         "=== Streaming Query ===\nIdentifier: q"
     )
-    assert failure_reason(RuntimeError(streaming)) == "KafkaReadError: topic 't' does not exist"
+    assert failure_reason(RuntimeError(streaming)) == "topic 't' does not exist"
+    assert failure_reason(RuntimeError(streaming.replace("sluice.kafka.client.KafkaReadError", "KeyError"))) == (
+        "KeyError: topic 't' does not exist"
+    )
     unavailable = str(SourceUnavailable('topic \'t\': gone', 'a "b"'))
     assert failure_reason(RuntimeError(f"Job aborted: Traceback (most recent call last):\n"
                                        f"sluice.kafka.retry.SourceUnavailable: {unavailable}\n\tat x")) == "topic 't': gone"

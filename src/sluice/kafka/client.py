@@ -9,6 +9,9 @@ under the source's `RetryPolicy` where one is given.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -17,6 +20,7 @@ from sluice.errors import FeatureNotSupported
 from sluice.kafka.retry import RetryPolicy, TransientFault
 
 METADATA_TIMEOUT_SECONDS = 10.0
+T = TypeVar("T")
 
 # librdkafka's own log lines (every refused reconnection while a broker is down) go to
 # this logger rather than to the terminal: sluice reports a lasting fault itself.
@@ -139,18 +143,12 @@ class TopicWatermarks:
         self.consumer = consumer(bootstrap, config, retry)
 
     def get(self) -> dict[int, tuple[int, int]]:
-        """`{partition: (low, high)}`. Transient faults are retried under the policy (then
-        `SourceUnavailable`); without one they are a `KafkaReadError` at once."""
-        if self.retry is not None:
-            return self.retry.call(self._attempt, f"topic {self.topic!r}")
-        try:
-            return self._attempt(METADATA_TIMEOUT_SECONDS)
-        except TransientFault as e:
-            raise KafkaReadError(f"topic {self.topic!r}: {e}") from None
+        """`{partition: (low, high)}` (see `retried`)."""
+        return retried(self._attempt, self.topic, self.retry)
 
     def _attempt(self, timeout: float) -> dict[int, tuple[int, int]]:
         topic = self.topic
-        try:
+        with _faults(topic):
             found = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)
             if found is None or (
                 found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -162,14 +160,33 @@ class TopicWatermarks:
                 p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
                 for p in sorted(found.partitions)
             }
-        except KafkaException as e:
-            error = e.args[0]
-            if transient(error):
-                raise TransientFault(kafka_reason(error.str())) from None
-            raise KafkaReadError(f"topic {topic!r}: {kafka_reason(error.str())}") from None
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def retried(attempt: Callable[[float], T], topic: str, retry: RetryPolicy | None) -> T:
+    """`attempt`'s result, its transient faults retried under `retry` (past it:
+    `SourceUnavailable`); without a policy it is tried once and a fault is a
+    `KafkaReadError`."""
+    if retry is not None:
+        return retry.call(attempt, f"topic {topic!r}")
+    try:
+        return attempt(METADATA_TIMEOUT_SECONDS)
+    except TransientFault as e:
+        raise KafkaReadError(f"topic {topic!r}: {e}") from None
+
+
+@contextmanager
+def _faults(topic: str) -> Iterator[None]:
+    """A `KafkaException` inside as a `TransientFault` (retry it) or a `KafkaReadError`."""
+    try:
+        yield
+    except KafkaException as e:
+        error = e.args[0]
+        if transient(error):
+            raise TransientFault(kafka_reason(error.str())) from None
+        raise KafkaReadError(f"topic {topic!r}: {kafka_reason(error.str())}") from None
 
 
 def watermarks(
@@ -189,6 +206,7 @@ def offsets_for_timestamp(
     config: dict,
     timestamp_ms: int,
     marks: dict[int, tuple[int, int]],
+    retry: RetryPolicy | None = None,
 ) -> dict[int, int]:
     """Per partition, the first offset whose message timestamp is at least `timestamp_ms`.
 
@@ -196,21 +214,24 @@ def offsets_for_timestamp(
     embedded mock always does) but the partition's last message is late enough, a binary
     search over the partition's messages finds it, so both behave the same.
     """
-    client = consumer(bootstrap, config)
-    try:
-        asked = [TopicPartition(topic, p, timestamp_ms) for p in marks]
-        answered = {tp.partition: tp.offset for tp in client.offsets_for_times(asked, timeout=10)}
-        result = {}
-        for partition, (low, high) in marks.items():
-            offset = answered.get(partition, -1)
-            if offset < 0:
-                offset = _search(client, topic, partition, low, high, timestamp_ms)
-            result[partition] = offset
-        return result
-    except KafkaException as e:
-        raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
-    finally:
-        client.close()
+
+    def attempt(timeout: float) -> dict[int, int]:
+        client = consumer(bootstrap, config, retry)
+        try:
+            with _faults(topic):
+                asked = [TopicPartition(topic, p, timestamp_ms) for p in marks]
+                answered = {tp.partition: tp.offset for tp in client.offsets_for_times(asked, timeout=timeout)}
+                result = {}
+                for partition, (low, high) in marks.items():
+                    offset = answered.get(partition, -1)
+                    if offset < 0:
+                        offset = _search(client, topic, partition, low, high, timestamp_ms)
+                    result[partition] = offset
+                return result
+        finally:
+            client.close()
+
+    return retried(attempt, topic, retry)
 
 
 def _search(client: Consumer, topic: str, partition: int, low: int, high: int, ts: int) -> int:

@@ -52,13 +52,14 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     brokers = ",".join(connection.brokers)
     try:
         config = connection_config(catalog.by_id(desc.connection).details.properties)
-        marks = watermarks(brokers, desc.topic, config, retry_policy(item))
+        retry = retry_policy(item)
+        marks = watermarks(brokers, desc.topic, config, retry)
         starts = dict(desc.retained_from)
         if desc.start_timestamp is not None:
             at = desc.start_timestamp
             if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
                 at += int(time.time() * 1000)
-            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks)
+            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks, retry)
         starts.update(enumerate(desc.start_offsets))
     except KafkaReadError as e:
         raise SourceFailed(item.name, str(e)) from None
