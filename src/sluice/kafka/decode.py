@@ -24,8 +24,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
-from sluice.errors import ExternalSystemError, ExternalSystemUnavailable
-from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault
+from sluice.kafka.retry import RetryPolicy
 
 
 def describe_bytes(payload: bytes) -> str:
@@ -135,31 +134,15 @@ class AvroDecoder:
         self.unions = _top_level_unions(self.reader_schema, named)
 
     def writer(self, schema_id: int):
-        """The writer schema of `schema_id`. An id the registry does not know (or whose
-        schema does not parse) is the decode error of each message written with it,
-        remembered so the registry is asked once. A registry that cannot answer now is
-        asked again under `retry`; past it, or when it answers anything else (a refused
-        login), no message is at fault: the read fails (`SourceUnavailable`)."""
         if self.registry_url is None:
             return self.reader_schema
         if schema_id not in self.writers:
             from sluice.kafka.registry import SchemaRegistry
 
-            registry = SchemaRegistry(self.registry_url)
-
-            def look_up(seconds: float) -> str | None:
-                try:
-                    return registry.by_id(schema_id, seconds)
-                except ExternalSystemUnavailable as e:
-                    raise TransientFault(e.message) from None
-
+            # A failed look-up is remembered too: one slow registry answer per id, not one
+            # per message. A fault of the registry itself fails the read instead.
             try:
-                text = self.retry.call(look_up, f"schema id {schema_id}")
-            except ExternalSystemError as e:
-                raise SourceUnavailable(e.message, self.retry.source) from None
-            try:
-                if text is None:
-                    raise ExternalSystemError(f"schema id {schema_id} not found in schema registry {registry.url}")
+                text = SchemaRegistry(self.registry_url).writer_schema(schema_id, self.retry)
                 self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e

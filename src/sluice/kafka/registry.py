@@ -1,7 +1,8 @@
 """A small Confluent Schema Registry client: the latest schema of a subject, and a schema
 by id. Failures become `ExternalSystemError`s naming the registry and the subject;
 `ExternalSystemUnavailable` for those that may clear by themselves (unreachable, timed
-out, 408, 429, 5xx)."""
+out, 408, 429, 5xx), which a read's look-up of a writer schema retries under its source's
+`RetryPolicy`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import urllib.parse
 import urllib.request
 
 from sluice.errors import ExternalSystemError, ExternalSystemUnavailable
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault
 
 TIMEOUT_SECONDS = 10
 # HTTP answers that say "not now" rather than "no".
@@ -39,6 +41,26 @@ class SchemaRegistry:
         """The schema with id `schema_id`; None if the registry has no schema of that id."""
         data = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}", timeout)
         return None if data is None else data["schema"]
+
+    def writer_schema(self, schema_id: int, retry: RetryPolicy) -> str:
+        """The schema a message names by id, for a read. An id the registry does not know
+        is an `ExternalSystemError` (that message's decode error). Faults that may clear
+        are asked again under `retry`; past it, or on any other failure (a refused login),
+        no message is at fault and the read fails: `SourceUnavailable`."""
+
+        def attempt(seconds: float) -> str | None:
+            try:
+                return self.by_id(schema_id, seconds)
+            except ExternalSystemUnavailable as e:
+                raise TransientFault(e.message) from None
+
+        try:
+            text = retry.call(attempt)
+        except ExternalSystemError as e:
+            raise SourceUnavailable(e.message, retry.source) from None
+        if text is None:
+            raise ExternalSystemError(f"schema id {schema_id} not found in schema registry {self.url}")
+        return text
 
     def _get(self, path: str, what: str, timeout: float = TIMEOUT_SECONDS) -> dict | None:
         """The answer's JSON; None when the registry answers 404."""

@@ -89,10 +89,11 @@ class RetryPolicy:
             yield min(delay, self.delay_max)
             delay *= 2
 
-    def call(self, attempt: Callable[[float], T], what: str) -> T:
+    def call(self, attempt: Callable[[float], T], what: str = "") -> T:
         """`attempt(seconds)`'s result, where `seconds` bounds the attempt's own wait. While
         it raises `TransientFault` it is tried again after each delay, until the fault
-        has lasted `timeout`: then `SourceUnavailable` naming `what` and the last reason."""
+        has lasted `timeout`: then `SourceUnavailable` giving the last reason (after
+        `what: `, when the reason does not say what failed)."""
         began = time.monotonic()
         delays = self.delays()
         while True:
@@ -102,7 +103,7 @@ class RetryPolicy:
             except TransientFault as fault:
                 left = self.timeout - (time.monotonic() - began)
                 if left <= 0:
-                    raise self.exhausted(f"{what}: {fault}") from None
+                    raise self.exhausted(f"{what}: {fault}" if what else str(fault)) from None
                 time.sleep(min(next(delays), left))
 
     def exhausted(self, reason: str) -> SourceUnavailable:
