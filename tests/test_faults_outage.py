@@ -14,12 +14,15 @@ import time
 
 import fastavro
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import sluice
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.reader import Options, read_range
-from sluice.kafka.retry import RetryPolicy, SourceUnavailable
+from sluice.kafka import retry
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
 from sluice.render.failures import failure_reason
 from tests.registry import Registry
 
@@ -275,3 +278,61 @@ def test_the_reason_of_a_spark_failure_is_never_empty() -> None:
                                        f"sluice.kafka.retry.SourceUnavailable: {unavailable}\n\tat x")) == "topic 't': gone"
     assert failure_reason(RuntimeError("[SOME_CONDITION] it broke\nmore")) == "it broke"
     assert failure_reason(RuntimeError("")) == "RuntimeError"
+
+
+class FakeClock:
+    """`time` for `sluice.kafka.retry`: sleeping moves it on, nothing else does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.now += seconds
+
+
+@given(
+    timeout=st.floats(0, 120),
+    delay_max=st.floats(0.01, 30),
+    outage=st.floats(0, 240),
+)
+def test_an_outage_within_the_bound_is_waited_out_and_noticed_within_the_delay_max(
+    timeout, delay_max, outage
+) -> None:
+    clock = FakeClock()
+    attempts = []
+
+    def attempt(seconds: float) -> float:
+        assert retry.ATTEMPT_SECONDS[0] <= seconds <= retry.ATTEMPT_SECONDS[1]
+        attempts.append(clock.now)
+        if clock.now < outage:
+            raise TransientFault("broker down")
+        return clock.now
+
+    original = retry.time
+    retry.time = clock
+    try:
+        policy = RetryPolicy(timeout, delay_max, "s")
+        if outage <= timeout:
+            assert 0 <= policy.call(attempt, "topic 't'") - outage <= delay_max
+        else:
+            with pytest.raises(SourceUnavailable) as info:
+                policy.call(attempt, "topic 't'")
+            assert clock.now == pytest.approx(timeout)  # gave up at the bound, not later
+            assert info.value.reason.startswith("topic 't': broker down")
+    finally:
+        retry.time = original
+    gaps = [b - a for a, b in zip(attempts, attempts[1:])]
+    assert all(gap <= delay_max + 1e-9 for gap in gaps)
+    # Growing (to float noise of the fake clock); the last may be cut short by the bound.
+    assert all(a <= b + 1e-9 for a, b in zip(gaps[:-1], gaps[1:-1]))
+
+
+@given(source=st.text(min_size=1), reason=st.text().map(lambda t: t.replace("\n", " ").strip()))
+def test_a_read_failure_is_found_again_in_any_spark_text_around_it(source, reason) -> None:
+    raised = SourceUnavailable(reason, source)
+    text = f"Job aborted: Traceback (most recent call last):\n  File 'x'\nsluice.kafka.retry.SourceUnavailable: {raised}\n\tat y"
+    assert reason_of(text) == (source, reason)
