@@ -23,10 +23,10 @@ METADATA_TIMEOUT_SECONDS = 10.0
 T = TypeVar("T")
 
 # librdkafka's own log lines (every refused reconnection while a broker is down) go to
-# this logger rather than to the terminal: sluice reports a lasting fault itself.
+# this logger, silent unless the application configures logging, rather than to the
+# terminal: sluice reports a lasting fault itself.
 LOG = logging.getLogger(__name__)
 LOG.addHandler(logging.NullHandler())
-LOG.propagate = False
 
 # Errors after which the same request may succeed: the broker is unreachable or restarting,
 # a partition's leader is moving, a request timed out. A partition the client no longer
