@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sluice
+from sluice.kafka.client import watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.reader import Options, read_range
@@ -220,6 +221,17 @@ def test_a_read_waits_out_a_short_outage_and_fails_past_the_bound(kafka) -> None
     assert info.value.source == "s"
     assert info.value.reason.startswith("topic 't' partition 0: no message at offset 0 (range ends at 5): ")
     assert info.value.reason.endswith("(still failing after retrying for 1s)")
+
+
+def test_offsets_wait_for_a_partition_whose_leader_is_away() -> None:
+    with EmbeddedKafka(brokers=2) as kafka:
+        kafka.create_topic("t", 2)  # partition 1 led by broker 2
+        produce(kafka.bootstrap, "t", numbered(0, 3), partition=1)
+        kafka.set_broker_down(2)
+        with pytest.raises(SourceUnavailable, match="^topic 't': .*unknown partition .*retrying for 1s"):
+            watermarks(kafka.bootstrap, "t", {}, RetryPolicy(1, 0.5))
+        after(1.0, lambda: kafka.set_broker_up(2))
+        assert watermarks(kafka.bootstrap, "t", {}, RetryPolicy(20, 0.5)) == {0: (0, 0), 1: (0, 3)}
 
 
 def decoder(registry: Registry, seconds: float) -> AvroDecoder:
