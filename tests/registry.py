@@ -4,7 +4,9 @@ Serves `GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` fro
 of subjects given at start; sluice's client talks to it exactly as to the real service.
 Given a `login` (username, password), it demands HTTP basic authentication as the real
 service configured for it does: any other request is answered `401`. It counts the
-requests it answered and refused, by kind (`latest`, `by_id`).
+requests it answered and refused, by kind (`latest`, `by_id`). Setting `failing` to an
+HTTP status (503, 401, …) makes it answer every request with that status until it is set
+back to None.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Registry:
             self.expected_auth = "Basic " + base64.b64encode(":".join(login).encode()).decode()
         self.answered: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()
+        self.failing: int | None = None
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,8 +41,8 @@ class Registry:
                     self.wfile.write(json.dumps({"error_code": 401, "message": "Unauthorized"}).encode())
                     return
                 registry.answered[kind] += 1
-                body = registry.answer(self.path)
-                self.send_response(200 if body is not None else 404)
+                body = registry.answer(self.path) if registry.failing is None else {}
+                self.send_response(registry.failing or (200 if body is not None else 404))
                 self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
                 self.end_headers()
                 self.wfile.write(json.dumps(body or {"error_code": 40401}).encode())

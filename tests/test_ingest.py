@@ -165,9 +165,9 @@ def test_missing_topic_and_unreachable_broker_are_clear_errors(spark) -> None:
         with pytest.raises(sluice.SqlError, match="^Topic does not exist$") as info:
             session.execute("CREATE SOURCE gone FROM KAFKA CONNECTION k (TOPIC 'gone') FORMAT TEXT")
         assert info.value.detail.startswith("topic 'gone' is not on connection k")
-        session.execute("CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT")
+        session.execute("CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT WITH (RETRY TIMEOUT = '1s')")
         cluster.set_broker_down(1)
-        with pytest.raises(sluice.SqlError, match="^Source error: s: topic 't'"):
+        with pytest.raises(sluice.SqlError, match="^Source error: source \"s\" has failed: topic 't'"):
             session.execute("SELECT * FROM s")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from sluice.kafka.embedded import produce
 from sluice.kafka.reader import NAME, KafkaReadError, Options, read_range, watermarks
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
 def batch(spark, kafka, topic: str, ranges) -> list:
@@ -112,6 +113,6 @@ def test_missing_topic_and_unreachable_broker_are_errors_not_hangs(kafka) -> Non
     kafka.create_topic("t", 1)
     produce(kafka.bootstrap, "t", [(None, b"x")], partition=0)
     kafka.set_broker_down(1)
-    options = Options(kafka.bootstrap, "t", {}, stall_seconds=2)
-    with pytest.raises(KafkaReadError):
+    options = Options(kafka.bootstrap, "t", {}, retry=RetryPolicy(2, 1))
+    with pytest.raises(SourceUnavailable, match="^topic 't' partition 0: no message at offset 0"):
         list(read_range(options, 0, 0, 1))

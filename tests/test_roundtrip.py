@@ -213,6 +213,8 @@ with_options = st.one_of(
         unsigned_numbers | st.sampled_from(["ALL", "NONE"]).map(ast.KeywordValue),
     ),
     _with_option("TIMESTAMP INTERVAL", strings),
+    _with_option("RETRY TIMEOUT", strings),
+    _with_option("RETRY DELAY MAX", strings),
 )
 
 create_sources = st.builds(

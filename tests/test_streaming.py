@@ -115,9 +115,11 @@ def test_dead_letter_rows_carry_the_ingestion_time_of_their_batch(session) -> No
     stamps = {c["ingested_ms"] for c in commits}
     assert {t for t, *_ in dead} <= stamps and dead[0][0] < dead[1][0]
     statistics = session.execute("SHOW SOURCE STATISTICS FOR s")
-    assert statistics.columns == ("source", "messages_read", "errors", "dead_lettered", "last_error_at")
-    (name, read, errors, dead_lettered, last_error), = statistics.rows
-    assert (name, read, errors, dead_lettered) == ("s", 4, 2, 2)
+    assert statistics.columns == (
+        "source", "messages_read", "errors", "dead_lettered", "last_error_at", "status", "reason"
+    )
+    (name, read, errors, dead_lettered, last_error, status, reason), = statistics.rows
+    assert (name, read, errors, dead_lettered, status, reason) == ("s", 4, 2, 2, "running", None)
     assert int(last_error.timestamp() * 1000) == dead[1][0]
 
 

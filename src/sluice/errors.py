@@ -155,3 +155,21 @@ class ExternalSystemError(SqlError):
     """A system sluice talks to (schema registry, Kafka) failed or refused."""
 
     code = "58000"
+
+
+class ExternalSystemUnavailable(ExternalSystemError):
+    """An external system could not answer now (unreachable, timed out, overloaded): a
+    fault that may clear by itself, which a source retries up to its RETRY TIMEOUT."""
+
+
+class SourceFailed(ExternalSystemError):
+    """A source cannot be read: a fault outlasted its RETRY TIMEOUT, or its ingestion
+    stopped on an error (and is restarted, with backoff, until the fault clears)."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(
+            f'Source error: source "{source}" has failed: {reason}',
+            hint="the source recovers by itself once the fault clears",
+        )
+        self.source = source
+        self.reason = reason

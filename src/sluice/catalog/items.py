@@ -43,6 +43,16 @@ def a_kind(kind: str) -> str:
     return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
+# A source's retry bound for transient faults (RETRY TIMEOUT; Kafka Connect's
+# errors.retry.timeout, whose default 0 never retries): a minute outlasts a broker restart
+# or a leader election with room to spare (a 20 s outage costs only delay), while a
+# snapshot over a source whose broker is gone still fails within a minute.
+DEFAULT_RETRY_TIMEOUT_MS = 60_000
+# The longest wait between two attempts (RETRY DELAY MAX; Connect's
+# errors.retry.delay.max.ms defaults to 60 s, as long as our whole bound): 10 s notices a
+# cleared fault soon, and is librdkafka's own longest reconnection backoff.
+DEFAULT_RETRY_DELAY_MAX_MS = 10_000
+
 KAFKA = "kafka"
 SCHEMA_REGISTRY = "confluent schema registry"
 
@@ -96,6 +106,8 @@ class SourceDesc:
     dead_letter_table: str | None = None  # item id
     error_tolerance: int | None = None  # None: ALL (never fail)
     timestamp_interval_ms: int | None = None
+    retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS
+    retry_delay_max_ms: int = DEFAULT_RETRY_DELAY_MAX_MS
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,55 @@
 """Kafka metadata through confluent-kafka, with no Spark: consumers, watermarks, topics.
 
 Used by the reader inside Spark and, before planning, by the session (a topic a source
-names must exist). Failures are `KafkaReadError`s whose text names the topic.
+names must exist). Failures are `KafkaReadError`s whose text names the topic; transient
+ones (a broker unreachable, a partition without a leader, a request timed out) are retried
+under the source's `RetryPolicy` where one is given.
 """
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from sluice.kafka.retry import RetryPolicy, TransientFault
 
 METADATA_TIMEOUT_SECONDS = 10.0
+T = TypeVar("T")
+
+# librdkafka's own log lines (every refused reconnection while a broker is down) go to
+# this logger, silent unless the application configures logging, rather than to the
+# terminal: sluice reports a lasting fault itself.
+LOG = logging.getLogger(__name__)
+LOG.addHandler(logging.NullHandler())
+
+# Errors after which the same request may succeed: the broker is unreachable or restarting,
+# a partition's leader is moving, a request timed out. A partition the client no longer
+# knows (`_UNKNOWN_PARTITION`) is one whose leader went away from its metadata.
+TRANSIENT_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.KAFKA_STORAGE_ERROR,
+    }
+)
 
 
 class KafkaReadError(RuntimeError):
@@ -45,7 +86,33 @@ def connection_config(options: dict[str, str]) -> dict[str, str]:
     }
 
 
-def consumer(bootstrap: str, config: dict) -> Consumer:
+def kafka_reason(text: str) -> str:
+    """librdkafka's error text in sluice's style: "Failed to get metadata: Local: Broker
+    transport failure" becomes "failed to get metadata: broker transport failure"."""
+    for prefix in ("Broker: ", "Local: "):
+        text = text.replace(prefix, "")
+    return text.rstrip(".").lower()
+
+
+def transient(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in TRANSIENT_ERRORS
+
+
+class Consumer(confluent_kafka.Consumer):
+    """A consumer that remembers the last error librdkafka reported by itself (a broker
+    down, a connection refused): `consume` returns nothing at all while a broker is away,
+    so this is how a stalled read names its cause."""
+
+    def __init__(self, config: dict) -> None:
+        self.last_fault: str | None = None
+        super().__init__({**config, "error_cb": self._note, "logger": LOG})
+
+    def _note(self, error: KafkaError) -> None:
+        self.last_fault = kafka_reason(error.str())
+
+
+def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> Consumer:
+    """A consumer of sluice's settings; with `retry`, reconnecting by its backoff."""
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -55,33 +122,78 @@ def consumer(bootstrap: str, config: dict) -> Consumer:
             # A deleted offset is an error to report, never a silent jump to either end.
             "auto.offset.reset": "error",
             "fetch.wait.max.ms": 10,
+            **(retry.client_config() if retry is not None else {}),
             **config,
         }
     )
 
 
-def watermarks(
-    bootstrap: str, topic: str, config: dict, timeout: float = METADATA_TIMEOUT_SECONDS
-) -> dict[int, tuple[int, int]]:
-    """`{partition: (low, high)}` of the topic."""
-    client = consumer(bootstrap, config)
+class TopicWatermarks:
+    """A topic's watermarks, asked through one consumer for as long as this lives: a
+    stream polls its topic every trigger, and a consumer per poll would open new broker
+    connections each time. Close it when done."""
+
+    def __init__(self, bootstrap: str, topic: str, config: dict, retry: RetryPolicy | None = None) -> None:
+        self.topic = topic
+        self.retry = retry
+        self.consumer = consumer(bootstrap, config, retry)
+
+    def get(self) -> dict[int, tuple[int, int]]:
+        """`{partition: (low, high)}` (see `retried`)."""
+        return retried(self._attempt, self.topic, self.retry)
+
+    def _attempt(self, timeout: float) -> dict[int, tuple[int, int]]:
+        topic = self.topic
+        with _faults(topic):
+            found = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if found is None or (
+                found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                raise TopicMissing(f"topic {topic!r} does not exist")
+            if found.error is not None:
+                raise KafkaException(found.error)
+            return {
+                p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+                for p in sorted(found.partitions)
+            }
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def retried(attempt: Callable[[float], T], topic: str, retry: RetryPolicy | None) -> T:
+    """`attempt`'s result, its transient faults retried under `retry` (past it:
+    `SourceUnavailable`); without a policy it is tried once and a fault is a
+    `KafkaReadError`."""
+    if retry is not None:
+        return retry.call(attempt, f"topic {topic!r}")
     try:
-        metadata = client.list_topics(topic, timeout=timeout)
-        found = metadata.topics.get(topic)
-        if found is None or (
-            found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-        ):
-            raise TopicMissing(f"topic {topic!r} does not exist")
-        if found.error is not None:
-            raise KafkaReadError(f"topic {topic!r}: {found.error.str()}")
-        return {
-            p: client.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            for p in sorted(found.partitions)
-        }
+        return attempt(METADATA_TIMEOUT_SECONDS)
+    except TransientFault as e:
+        raise KafkaReadError(f"topic {topic!r}: {e}") from None
+
+
+@contextmanager
+def _faults(topic: str) -> Iterator[None]:
+    """A `KafkaException` inside as a `TransientFault` (retry it) or a `KafkaReadError`."""
+    try:
+        yield
     except KafkaException as e:
-        raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
+        error = e.args[0]
+        if transient(error):
+            raise TransientFault(kafka_reason(error.str())) from None
+        raise KafkaReadError(f"topic {topic!r}: {kafka_reason(error.str())}") from None
+
+
+def watermarks(
+    bootstrap: str, topic: str, config: dict, retry: RetryPolicy | None = None
+) -> dict[int, tuple[int, int]]:
+    """`{partition: (low, high)}` of the topic, asked once (see `TopicWatermarks`)."""
+    asked = TopicWatermarks(bootstrap, topic, config, retry)
+    try:
+        return asked.get()
     finally:
-        client.close()
+        asked.close()
 
 
 def offsets_for_timestamp(
@@ -90,6 +202,7 @@ def offsets_for_timestamp(
     config: dict,
     timestamp_ms: int,
     marks: dict[int, tuple[int, int]],
+    retry: RetryPolicy | None = None,
 ) -> dict[int, int]:
     """Per partition, the first offset whose message timestamp is at least `timestamp_ms`.
 
@@ -97,21 +210,24 @@ def offsets_for_timestamp(
     embedded mock always does) but the partition's last message is late enough, a binary
     search over the partition's messages finds it, so both behave the same.
     """
-    client = consumer(bootstrap, config)
-    try:
-        asked = [TopicPartition(topic, p, timestamp_ms) for p in marks]
-        answered = {tp.partition: tp.offset for tp in client.offsets_for_times(asked, timeout=10)}
-        result = {}
-        for partition, (low, high) in marks.items():
-            offset = answered.get(partition, -1)
-            if offset < 0:
-                offset = _search(client, topic, partition, low, high, timestamp_ms)
-            result[partition] = offset
-        return result
-    except KafkaException as e:
-        raise KafkaReadError(f"topic {topic!r}: {e.args[0].str()}") from None
-    finally:
-        client.close()
+
+    def attempt(timeout: float) -> dict[int, int]:
+        client = consumer(bootstrap, config, retry)
+        try:
+            with _faults(topic):
+                asked = [TopicPartition(topic, p, timestamp_ms) for p in marks]
+                answered = {tp.partition: tp.offset for tp in client.offsets_for_times(asked, timeout=timeout)}
+                result = {}
+                for partition, (low, high) in marks.items():
+                    offset = answered.get(partition, -1)
+                    if offset < 0:
+                        offset = _search(client, topic, partition, low, high, timestamp_ms)
+                    result[partition] = offset
+                return result
+        finally:
+            client.close()
+
+    return retried(attempt, topic, retry)
 
 
 def _search(client: Consumer, topic: str, partition: int, low: int, high: int, ts: int) -> int:

@@ -24,6 +24,8 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
+from sluice.kafka.retry import RetryPolicy
+
 
 def describe_bytes(payload: bytes) -> str:
     """`(original text: …, original bytes: "…")`, the text omitted when it is not UTF-8."""
@@ -124,6 +126,7 @@ class AvroDecoder:
     confluent_wire_format: bool = True
     registry_url: str | None = None
     registry_login: tuple[str, str | None] | None = field(default=None, repr=False)
+    retry: RetryPolicy = RetryPolicy(0, 0)  # how registry look-ups wait out faults
 
     def __post_init__(self) -> None:
         named: dict[str, Any] = {}
@@ -139,9 +142,10 @@ class AvroDecoder:
             from sluice.kafka.registry import SchemaRegistry
 
             # A failed look-up is remembered too: one slow registry answer per id, not one
-            # per message.
+            # per message. A fault of the registry itself fails the read instead.
             try:
-                text = SchemaRegistry(self.registry_url, *(self.registry_login or ())).by_id(schema_id)
+                registry = SchemaRegistry(self.registry_url, *(self.registry_login or ()))
+                text = registry.writer_schema(schema_id, self.retry)
                 self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e

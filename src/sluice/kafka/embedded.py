@@ -15,7 +15,15 @@ librdkafka 2.16:
   limit the size one always reaches first): older batches are deleted whole and the
   low watermark moves up;
 * a broker set down drops its connections and refuses new ones, and disappears from
-  metadata, but keeps leading its partitions (no leader election).
+  metadata, but keeps leading its partitions (no leader election); a client then sees
+  `list_topics` block for its whole timeout and fail with "broker transport failure",
+  `get_watermark_offsets` fail at once with "unknown partition", `consume` return nothing
+  (no error) and its error callback report "1/1 brokers are down" and refused connections
+  every ~50 ms; set up again, the same client reconnects by itself within its reconnection
+  backoff and goes on where it was.
+
+`client_ports` lists the connections clients hold (or just closed) to the brokers, as
+the kernel counts them: how a test or a benchmark sees how many a client opens.
 """
 
 from __future__ import annotations
@@ -186,6 +194,23 @@ class EmbeddedKafka:
             code = fn(self._live(what), broker_id)
         if code:
             raise ExternalSystemError(f"{what}: {_err2str(self._lib, code)}")
+
+    def client_ports(self) -> set[int]:
+        """The client-side ports of TCP connections to the cluster's brokers, from the
+        kernel's table (`/proc/net/tcp`, Linux). A closed connection stays listed for
+        about a minute (TIME_WAIT), so two calls a few seconds apart see every connection
+        opened in between."""
+        ports = {int(address.rsplit(":", 1)[1]) for address in self.bootstrap.split(",")}
+        found = set()
+        with open("/proc/net/tcp") as table:
+            next(table)
+            for line in table:
+                local, remote = (int(a.split(":")[1], 16) for a in line.split()[1:3])
+                if remote in ports:
+                    found.add(local)
+                elif local in ports and remote:
+                    found.add(remote)
+        return found
 
     def _live(self, what: str) -> int:
         if self._cluster is None:

@@ -14,6 +14,11 @@ Offsets retention deleted before they were read are never skipped silently: by d
 read fails (Spark's `failOnDataLoss`); with `report_lost` each lost range arrives as one row
 with NULL key and value at the range's first offset and the column `lost_end` (exclusive)
 set — the only row where it is not NULL.
+
+Transient faults (a broker away, a leader moving, a schema registry timing out) only delay
+a read: it waits them out under the source's `RetryPolicy` (the `retry` option) and fails
+with `SourceUnavailable` once one outlasts it. A stream asks its topic's offsets through
+one consumer kept for the stream's life.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
 from sluice.kafka import client
-from sluice.kafka.client import KafkaReadError
+from sluice.kafka.client import KafkaReadError, TopicWatermarks
 from sluice.kafka.decode import AvroDecoder, CsvDecoder, JsonDecoder
+from sluice.kafka.retry import RetryPolicy
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -84,8 +91,8 @@ ARROW_SCHEMA = pa.schema(
 LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 
 BATCH_SIZE = 10_000
-# A read that makes no progress for this long fails instead of hanging (broker gone).
-STALL_SECONDS = 30.0
+# A read given no `retry` option (one outside a source) waits out faults as a source would.
+DEFAULT_RETRY = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000)
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,8 @@ class Options:
     topic: str
     config: dict = field(repr=False)
     batch_size: int = BATCH_SIZE
-    stall_seconds: float = STALL_SECONDS
+    # A read that makes no progress for `retry.timeout` fails instead of hanging.
+    retry: RetryPolicy = DEFAULT_RETRY
     # side ("key" / "value") → decoder spec; see `decoder`.
     decode: dict = field(default_factory=dict, repr=False)
     report_lost: bool = False
@@ -115,7 +123,7 @@ class Options:
             topic=options["topic"],
             config=config,
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
-            stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
+            retry=RetryPolicy.from_json(options["retry"]) if "retry" in options else DEFAULT_RETRY,
             decode=decode,
             report_lost=options.get("report_lost", "false") == "true",
         )
@@ -132,19 +140,19 @@ class Options:
         return StructType(RAW_SCHEMA.fields + extra)
 
     def consumer(self) -> Consumer:
-        return client.consumer(self.bootstrap, self.config)
+        return client.consumer(self.bootstrap, self.config, self.retry)
 
 
-def decoder(spec: dict):
+def decoder(spec: dict, retry: RetryPolicy = DEFAULT_RETRY):
     """A decoder from its spec: {"kind": "json"}, {"kind": "csv", "columns": n,
     "delimiter": c}, or {"kind": "avro", "schema": json, "wire": bool, "registry": url,
-    "login": [username, password]}."""
+    "login": [username, password]} (whose registry look-ups wait out faults by `retry`)."""
     if spec["kind"] == "json":
         return JsonDecoder()
     if spec["kind"] == "csv":
         return CsvDecoder(spec["columns"], spec.get("delimiter", ","))
     login = tuple(spec["login"]) if "login" in spec else None
-    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), login)
+    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), login, retry)
 
 
 class Range(InputPartition):
@@ -166,17 +174,21 @@ def read_range(options: Options, partition: int, start: int, end: int) -> Iterat
 
 
 def _consume(consumer, options: Options, partition: int, start: int, end: int):
-    decoders = {side: decoder(spec) for side, spec in sorted(options.decode.items())}
+    decoders = {side: decoder(spec, options.retry) for side, spec in sorted(options.decode.items())}
     columns = _Columns(decoders, options.report_lost)
     position = start
     last_progress = time.monotonic()
     while position < end:
         messages = consumer.consume(num_messages=min(options.batch_size, end - position), timeout=1.0)
+        # While a broker is away the consumer reconnects by itself and `consume` returns
+        # nothing (or transient errors): the read waits, up to the retry bound.
+        messages = [m for m in messages if m.error() is None or not client.transient(m.error())]
         if not messages:
-            if time.monotonic() - last_progress > options.stall_seconds:
-                raise KafkaReadError(
-                    f"no progress reading topic {options.topic!r} partition {partition} "
-                    f"at offset {position} (range ends at {end}) for {options.stall_seconds:g}s"
+            if time.monotonic() - last_progress > options.retry.timeout:
+                cause = consumer.last_fault or "the broker sent nothing"
+                raise options.retry.exhausted(
+                    f"topic {options.topic!r} partition {partition}: no message at offset {position} "
+                    f"(range ends at {end}): {cause}"
                 )
             continue
         last_progress = time.monotonic()
@@ -294,7 +306,7 @@ class _Columns:
 
 
 def watermarks(options: Options) -> dict[int, tuple[int, int]]:
-    return client.watermarks(options.bootstrap, options.topic, options.config)
+    return client.watermarks(options.bootstrap, options.topic, options.config, options.retry)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -313,18 +325,28 @@ class KafkaBatchReader(DataSourceReader):
 
 
 class KafkaStreamReader(DataSourceStreamReader):
-    """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark."""
+    """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark.
+
+    Spark keeps this reader in one Python process on the driver for the stream's life and
+    calls `stop` when the stream stops: the topic's offsets are asked through one consumer
+    kept open in between (`TopicWatermarks`). Executors read with readers of their own."""
 
     def __init__(self, options) -> None:
         self.options = Options.of(options)
         self.start = {int(k): v for k, v in json.loads(options.get("start_offsets", "{}")).items()}
+        self._watermarks: TopicWatermarks | None = None
+
+    def watermarks(self) -> dict[int, tuple[int, int]]:
+        if self._watermarks is None:
+            o = self.options
+            self._watermarks = TopicWatermarks(o.bootstrap, o.topic, o.config, o.retry)
+        return self._watermarks.get()
 
     def initialOffset(self) -> dict:
-        marks = watermarks(self.options)
-        return {str(p): self.start.get(p, low) for p, (low, _) in marks.items()}
+        return {str(p): self.start.get(p, low) for p, (low, _) in self.watermarks().items()}
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        return {str(p): high for p, (_, high) in watermarks(self.options).items()}
+        return {str(p): high for p, (_, high) in self.watermarks().items()}
 
     def partitions(self, start: dict, end: dict) -> list[Range]:
         return [
@@ -338,6 +360,11 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         pass
+
+    def stop(self) -> None:
+        if self._watermarks is not None:
+            self._watermarks.close()
+            self._watermarks = None
 
 
 class KafkaDataSource(DataSource):

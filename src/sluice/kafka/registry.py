@@ -1,5 +1,8 @@
 """A small Confluent Schema Registry client: the latest schema of a subject, and a schema
-by id. Failures become `ExternalSystemError`s naming the registry and the subject."""
+by id. Failures become `ExternalSystemError`s naming the registry and the subject;
+`ExternalSystemUnavailable` for those that may clear by themselves (unreachable, timed
+out, 408, 429, 5xx), which a read's look-up of a writer schema retries under its source's
+`RetryPolicy`."""
 
 from __future__ import annotations
 
@@ -9,9 +12,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from sluice.errors import ExternalSystemError
+from sluice.errors import ExternalSystemError, ExternalSystemUnavailable
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault
 
 TIMEOUT_SECONDS = 10
+# HTTP answers that say "not now" rather than "no".
+_TRANSIENT_STATUS = frozenset({408, 429})
 
 
 class SchemaRegistry:
@@ -25,32 +31,57 @@ class SchemaRegistry:
     def latest(self, subject: str) -> tuple[int, str]:
         """(schema id, schema JSON text) of the subject's latest version."""
         quoted = urllib.parse.quote(subject, safe="")
-        data = self._get(f"/subjects/{quoted}/versions/latest", f"subject '{subject}'")
+        what = f"subject '{subject}'"
+        data = self._get(f"/subjects/{quoted}/versions/latest", what)
+        if data is None:
+            raise ExternalSystemError(f"{what} not found in schema registry {self.url}")
         return int(data["id"]), data["schema"]
 
-    def by_id(self, schema_id: int) -> str:
-        return self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")["schema"]
+    def by_id(self, schema_id: int, timeout: float = TIMEOUT_SECONDS) -> str | None:
+        """The schema with id `schema_id`; None if the registry has no schema of that id."""
+        data = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}", timeout)
+        return None if data is None else data["schema"]
 
-    def _get(self, path: str, what: str) -> dict:
+    def writer_schema(self, schema_id: int, retry: RetryPolicy) -> str:
+        """The schema a message names by id, for a read. An id the registry does not know
+        is an `ExternalSystemError` (that message's decode error). Faults that may clear
+        are asked again under `retry`; past it, or on any other failure (a refused login),
+        no message is at fault and the read fails: `SourceUnavailable`."""
+
+        def attempt(seconds: float) -> str | None:
+            try:
+                return self.by_id(schema_id, seconds)
+            except ExternalSystemUnavailable as e:
+                raise TransientFault(e.message) from None
+
+        try:
+            text = retry.call(attempt)
+        except ExternalSystemError as e:
+            raise SourceUnavailable(e.message, retry.source) from None
+        if text is None:
+            raise ExternalSystemError(f"schema id {schema_id} not found in schema registry {self.url}")
+        return text
+
+    def _get(self, path: str, what: str, timeout: float = TIMEOUT_SECONDS) -> dict | None:
+        """The answer's JSON; None when the registry answers 404."""
         request = urllib.request.Request(
             self.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"}
         )
         if self.auth:
             request.add_header("Authorization", self.auth)
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 data = json.loads(response.read())
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                raise ExternalSystemError(
-                    f"{what} not found in schema registry {self.url}"
-                ) from None
-            raise ExternalSystemError(
+                return None
+            transient = e.code in _TRANSIENT_STATUS or e.code >= 500
+            raise (ExternalSystemUnavailable if transient else ExternalSystemError)(
                 f"schema registry {self.url} answered {e.code} for {what}"
             ) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise ExternalSystemError(
+            raise ExternalSystemUnavailable(
                 f"cannot reach schema registry {self.url}: {reason}"
             ) from None
         except ValueError:

@@ -165,5 +165,14 @@ class ExplainWriter:
             self.line(depth, "errors: the source's errs (queries over it fail)")
         tolerance = "all" if desc.error_tolerance is None else str(desc.error_tolerance)
         self.line(depth, f"error tolerance: {tolerance}")
+        self.line(
+            depth,
+            f"retry: transient faults for {_seconds(desc.retry_timeout_ms)}, "
+            f"waiting at most {_seconds(desc.retry_delay_max_ms)} between attempts",
+        )
         self.line(depth, f"timeline: {timeline_text(item.timeline)}")
         self.line(depth, f"columns: {_columns_text(item.columns)}")
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g}s"

@@ -74,10 +74,13 @@ class QueryPlan:
 
 @dataclass(frozen=True)
 class StatisticsPlan:
-    """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion."""
+    """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion,
+    and its status (`running` or `failed`) with the reason it failed."""
 
     source_ids: tuple[str, ...]
-    columns: tuple[str, ...] = ("source", "messages_read", "errors", "dead_lettered", "last_error_at")
+    columns: tuple[str, ...] = (
+        "source", "messages_read", "errors", "dead_lettered", "last_error_at", "status", "reason"
+    )
     status: str = "SHOW"
 
 

@@ -10,7 +10,14 @@ import re
 from dataclasses import dataclass
 
 from sluice.catalog import items as kinds
-from sluice.catalog.items import DeadLetterDesc, FormatDesc, Item, SourceDesc
+from sluice.catalog.items import (
+    DEFAULT_RETRY_DELAY_MAX_MS,
+    DEFAULT_RETRY_TIMEOUT_MS,
+    DeadLetterDesc,
+    FormatDesc,
+    Item,
+    SourceDesc,
+)
 from sluice.catalog.store import Catalog
 from sluice.catalog.timeline import EPOCH_MS, EXTERNAL, USER, Timeline
 from sluice.catalog.types import (
@@ -169,6 +176,9 @@ def plan_create_source(
         dead_letter_table=None if dlq_item is None else dlq_item.id,
         error_tolerance=_error_tolerance(with_options),
         timestamp_interval_ms=_timestamp_interval(with_options),
+        # RETRY TIMEOUT = '0s' fails the source at the first fault, as Connect's default does.
+        retry_timeout_ms=_duration_ms(with_options, "RETRY TIMEOUT", DEFAULT_RETRY_TIMEOUT_MS, zero_allowed=True),
+        retry_delay_max_ms=_duration_ms(with_options, "RETRY DELAY MAX", DEFAULT_RETRY_DELAY_MAX_MS),
     )
     depends = [connection.id] + sorted(
         {f.registry_connection for f in (key_format, value_format) if f and f.registry_connection}
@@ -357,16 +367,22 @@ def _error_tolerance(options: _Options) -> int | None:
 
 
 def _timestamp_interval(options: _Options) -> int | None:
-    option = options.get("TIMESTAMP INTERVAL")
+    return _duration_ms(options, "TIMESTAMP INTERVAL", None)
+
+
+def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed: bool = False) -> int | None:
+    """The duration option `name` in milliseconds (`default` when not given)."""
+    option = options.get(name)
     if option is None:
-        return None
+        return default
     match = _INTERVAL.fullmatch(option.value.value)
     unit = None if match is None else _INTERVAL_UNITS_MS.get(match.group(2).lower())
-    if unit is None or int(match.group(1)) == 0:
+    if unit is None or (int(match.group(1)) == 0 and not zero_allowed):
+        least = "" if zero_allowed else "positive "
         raise InvalidParameterValue(
-            f"invalid TIMESTAMP INTERVAL '{option.value.value}'",
+            f"invalid {name} '{option.value.value}'",
             span=option.value.span,
-            hint="write a positive duration such as '500ms', '1s' or '2 minutes'",
+            hint=f"write a {least}duration such as '500ms', '1s' or '2 minutes'",
         )
     return int(match.group(1)) * unit
 

@@ -5,7 +5,11 @@ included — in Spark's state store (RocksDB) and emits changes: the message tha
 state (−) and the one that entered it (+).
 
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
-offsets a query must see (read-your-writes), and stops them.
+offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
+outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
+error; its supervisor then shows the source failed, with the reason, and restarts the
+stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
+source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -25,11 +31,13 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import SqlError
+from sluice.errors import SourceFailed, SqlError
 from sluice.kafka.reader import NAME
+from sluice.render.failures import failure_reason
 from sluice.render.source import (
     SourceRead,
     reader_options,
+    retry_policy,
     source_messages,
     source_parts,
     state_columns,
@@ -39,12 +47,8 @@ from sluice.render.store import Store
 
 # How often an idle stream asks Kafka for new offsets.
 TRIGGER = "100 milliseconds"
-
-
-class SourceStreamFailed(SqlError):
-    """A source's ingestion stopped with an error (its broker went away, …)."""
-
-    code = "XX000"
+# How often the supervisor looks for failed streams.
+SUPERVISE_SECONDS = 0.5
 
 
 class CatchUpTimeout(SqlError):
@@ -120,22 +124,50 @@ def _upsert_changes(messages: DataFrame) -> DataFrame:
 
 
 @dataclass
+class Fault:
+    """Why an ingestion is failed, and when its supervisor next restarts it."""
+
+    reason: str
+    restart_at: float
+    delays: Iterator[float]
+
+
+@dataclass
 class Ingestion:
     item: Item
     store: Store
+    spark: SparkSession
+    catalog: Catalog
+    # The snapshot read that fixes a fresh stream's start offsets (asked once).
+    read: Callable[[], SourceRead]
     query: StreamingQuery | None = None
+    fault: Fault | None = None
+    starts: dict[str, int] | None = None
+    stopped: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def desc(self) -> SourceDesc:
         return self.item.details
 
-    def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead) -> None:
+    def launch(self) -> None:
+        """Start the stream (from its checkpoint, if it has one). A source fault on the
+        way fails the ingestion, for its supervisor to restart, rather than the caller."""
+        try:
+            self.start()
+        except SourceFailed as e:
+            with self.lock:
+                self._failed(e.reason)
+
+    def start(self) -> None:
         desc = self.desc
-        starts = {str(p): start for p, start, _ in read.ranges}
+        if self.starts is None:
+            self.starts = {str(p): start for p, start, _ in self.read().ranges}
         raw = (
-            spark.readStream.format(NAME)
-            .options(**reader_options(desc, catalog))
-            .option("start_offsets", json.dumps(starts))
+            self.spark.readStream.format(NAME)
+            .options(**reader_options(desc, self.catalog))
+            .option("retry", retry_policy(self.item).to_json())
+            .option("start_offsets", json.dumps(self.starts))
             .load()
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
@@ -194,23 +226,57 @@ class Ingestion:
         shutil.rmtree(staging)
 
     def stop(self) -> None:
-        if self.query is not None:
-            self.query.stop()
-            self.query = None
+        with self.lock:
+            self.stopped = True
+            if self.query is not None:
+                self.query.stop()
+                self.query = None
 
     def failure(self) -> str | None:
-        if self.query is None:
-            return None
-        error = self.query.exception()
-        return None if error is None else (error.getMessage() if hasattr(error, "getMessage") else str(error))
+        """Why the ingestion is failed, None while it runs. A restarted stream stays
+        failed until it has got through a trigger (its first progress report): one still
+        facing the fault is waiting it out in that trigger."""
+        with self.lock:
+            query = self.query
+            if query is not None and not query.isActive:
+                error = query.exception()
+                self._failed("the stream stopped" if error is None else failure_reason(error))
+            elif self.fault is not None and query is not None and query.lastProgress is not None:
+                self.fault = None
+            return None if self.fault is None else self.fault.reason
+
+    def _failed(self, reason: str) -> None:
+        self.query = None
+        delays = self.fault.delays if self.fault is not None else retry_policy(self.item).delays()
+        self.fault = Fault(reason, time.monotonic() + next(delays), delays)
+
+    def supervise(self) -> None:
+        """Restart the stream if it has failed and its backoff delay has passed. Starting
+        happens outside the lock: a fresh stream's first read may wait out a fault."""
+        if self.failure() is None or self.stopped or self.query is not None:
+            return
+        if time.monotonic() < self.fault.restart_at:
+            return
+        try:
+            self.launch()
+        except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion
+            with self.lock:
+                self._failed(failure_reason(e))
+        with self.lock:
+            if self.stopped and self.query is not None:  # stopped while restarting
+                self.query.stop()
+                self.query = None
 
 
 class Streams:
-    """The ingestions of one session, under `<data dir>/streams`."""
+    """The ingestions of one session, under `<data dir>/streams`, and their supervisor: a
+    thread restarting failed ones (see `Ingestion.failure`)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "streams"
         self.running: dict[str, Ingestion] = {}
+        self._closing = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     def store(self, item_id: str) -> Store:
         return Store(self.root / item_id)
@@ -223,21 +289,32 @@ class Streams:
         running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
         ingestion = self.running.get(item_id)
         if ingestion is None:
-            ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id))
-            ingestion.start(spark, catalog, read())
+            ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
+            ingestion.launch()
             self.running[item_id] = ingestion
+        if self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
+            self._supervisor.start()
         return ingestion
+
+    def _supervise(self) -> None:
+        while not self._closing.wait(SUPERVISE_SECONDS):
+            for ingestion in list(self.running.values()):
+                ingestion.supervise()
+
+    def check(self, item_id: str) -> None:
+        """Raise `SourceFailed` if the source's ingestion is failed."""
+        ingestion = self.running[item_id]
+        failure = ingestion.failure()
+        if failure is not None:
+            raise SourceFailed(ingestion.item.name, failure)
 
     def catch_up(self, item_id: str, targets: dict[int, int], timeout: float) -> None:
         """Wait until the source's stream has committed every offset below `targets`."""
         ingestion = self.running[item_id]
         deadline = time.monotonic() + timeout
         while True:
-            failure = ingestion.failure()
-            if failure is not None:
-                raise SourceStreamFailed(
-                    f'Source error: ingestion of source "{ingestion.item.name}" failed: {failure}'
-                )
+            self.check(item_id)
             read = ingestion.store.committed_offsets()
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
             if not behind:
@@ -259,6 +336,9 @@ class Streams:
         shutil.rmtree(self.root / item_id, ignore_errors=True)
 
     def close(self) -> None:
+        self._closing.set()
+        if self._supervisor is not None:
+            self._supervisor.join()
         for ingestion in self.running.values():
             ingestion.stop()
         self.running.clear()

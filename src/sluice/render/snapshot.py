@@ -16,13 +16,14 @@ from pyspark.sql.types import VariantVal
 from sluice.catalog import items as kinds
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, FeatureNotSupported, SqlError
+from sluice.errors import FeatureNotSupported, SourceFailed, SqlError
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
+from sluice.kafka.retry import SourceUnavailable, reason_of
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.evaluation import spark_error
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer, SourceDataError
-from sluice.render.source import SourceRead
+from sluice.render.source import SourceRead, retry_policy
 from sluice.render.spark import spark
 from sluice.render.store import Store
 from sluice.render.subscribe import Subscription
@@ -44,22 +45,27 @@ class QueryFailed(SqlError):
 def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     """The offset ranges a snapshot of the source reads: from the source's start (START
     OFFSET / TIMESTAMP, else where its topic began when it was created) to the high
-    watermarks now. A start that retention has since deleted stays: the reader reports it."""
-    desc = catalog.by_id(item_id).details
+    watermarks now. A start that retention has since deleted stays: the reader reports it.
+    Transient faults are waited out up to the source's RETRY TIMEOUT."""
+    item = catalog.by_id(item_id)
+    desc = item.details
     connection = catalog.by_id(desc.connection).details
     brokers = ",".join(connection.brokers)
     try:
         config = connection_config(connection_options(connection, catalog).all())
-        marks = watermarks(brokers, desc.topic, config)
+        retry = retry_policy(item)
+        marks = watermarks(brokers, desc.topic, config, retry)
         starts = dict(desc.retained_from)
         if desc.start_timestamp is not None:
             at = desc.start_timestamp
             if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
                 at += int(time.time() * 1000)
-            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks)
+            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks, retry)
         starts.update(enumerate(desc.start_offsets))
     except KafkaReadError as e:
-        raise ExternalSystemError(f"Source error: {catalog.by_id(item_id).name}: {e}") from None
+        raise SourceFailed(item.name, str(e)) from None
+    except SourceUnavailable as e:
+        raise SourceFailed(item.name, e.reason) from None
     ranges = []
     for partition, (_, high) in marks.items():
         start = starts.get(partition, 0)
@@ -85,6 +91,7 @@ def live_stores(
     start_ingestion(streams, catalog, wanted)
     timeout = float(os.environ.get("SLUICE_CATCH_UP_TIMEOUT", CATCH_UP_TIMEOUT))
     for source_id in wanted:
+        streams.check(source_id)  # a failed source fails the statement at once
         read = snapshot_read(catalog, source_id)
         streams.catch_up(source_id, {p: end for p, start, end in read.ranges if end > start}, timeout)
     return {s: streams.store(s) for s in wanted}
@@ -92,11 +99,17 @@ def live_stores(
 
 def source_statistics(streams: Streams, catalog: Catalog, source_ids) -> list[tuple]:
     """Each source's counters since its ingestion began (which this starts, if needed,
-    and waits on until it has read what its topic holds now)."""
-    stores = live_stores(streams, catalog, source_ids, frozenset(source_ids))
+    and waits on until it has read what its topic holds now), then its status: `running`,
+    or `failed` with the reason (its counters are then those committed so far)."""
+    start_ingestion(streams, catalog, source_ids)
     rows = []
     for source_id in source_ids:
-        totals = stores[source_id].totals()
+        status, reason = "running", None
+        try:
+            live_stores(streams, catalog, [source_id], frozenset([source_id]))
+        except SourceFailed as e:
+            status, reason = "failed", e.reason
+        totals = streams.store(source_id).totals()
         last = totals.last_error_ms
         rows.append(
             (
@@ -105,6 +118,8 @@ def source_statistics(streams: Streams, catalog: Catalog, source_ids) -> list[tu
                 totals.errors,
                 totals.dead_lettered,
                 None if last is None else datetime.fromtimestamp(last / 1000, timezone.utc).replace(tzinfo=None),
+                status,
+                reason,
             )
         )
     return rows
@@ -162,9 +177,12 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dic
 
 
 def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
-    """A Spark failure as the error of a collection the query read, as the evaluation
-    error PostgreSQL would have reported, as a construct Spark cannot run (refused before
-    running: 0A000), or as a failed query."""
+    """A Spark failure as a source that could not be read, as the error of a collection
+    the query read, as the evaluation error PostgreSQL would have reported, as a construct
+    Spark cannot run (refused before running: 0A000), or as a failed query."""
+    unavailable = reason_of(str(error))
+    if unavailable is not None:
+        return SourceFailed(*unavailable)
     message = queries.error_of(error) or spark_error(error)
     if message is not None:
         return SourceDataError(message)

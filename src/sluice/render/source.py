@@ -25,6 +25,7 @@ from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
 from sluice.kafka.client import connection_config
 from sluice.kafka.reader import LOST_RANGE, NAME
+from sluice.kafka.retry import RetryPolicy
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
 FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
@@ -97,6 +98,7 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
     raw = (
         spark.read.format(NAME)
         .options(**dict(options))
+        .option("retry", retry_policy(item).to_json())
         .option("ranges", json.dumps([list(r) for r in read.ranges]))
         .load()
     )
@@ -162,6 +164,13 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     if logins:
         options["decode_secret"] = json.dumps(logins)
     return options
+
+
+def retry_policy(item: Item) -> RetryPolicy:
+    """How reads of the source wait out transient faults (its RETRY TIMEOUT and RETRY
+    DELAY MAX), naming it in the failure they raise past them."""
+    desc: SourceDesc = item.details
+    return RetryPolicy(desc.retry_timeout_ms / 1000, desc.retry_delay_max_ms / 1000, item.name)
 
 
 def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:

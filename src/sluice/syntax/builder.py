@@ -44,6 +44,8 @@ _OPTION_KINDS: dict[str, type[ast.Option]] = {
             "epoch_ms_timeline",
             "error_tolerance",
             "timestamp_interval",
+            "retry_timeout",
+            "retry_delay_max",
         ],
         ast.WithOption,
     ),
