@@ -237,18 +237,19 @@ def _use_secrets(session, kafka, door, registry, found: SecretFindings) -> None:
     error_of("CREATE SOURCE y FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT AVRO USING "
              "CONFLUENT SCHEMA REGISTRY CONNECTION csr")
     error_of("SELECT * FROM t")
-    found.shown["errors"] += [row[0] for row in session.execute("SELECT message FROM ONLY ERRORS t").rows]
+    error_of("SELECT message FROM ONLY ERRORS t")
     session.execute(f"ALTER SECRET registry_password AS '{REGISTRY_PASSWORD}'")
 
 
 def _spark_task_login(spark, session, door, found: SecretFindings) -> None:
     """A Spark task reads with the SASL connection's options: the door sees its login."""
     from sluice.kafka.reader import NAME
+    from sluice.kafka.retry import RetryPolicy
     from sluice.render.source import reader_options
 
     catalog = session.catalog.current
     desc = replace(catalog.get("t").details, connection=catalog.get("sasl").id)
-    options = {**reader_options(desc, catalog), "ranges": "[[0, 0, 1]]", "stall_seconds": "2"}
+    options = {**reader_options(desc, catalog), "ranges": "[[0, 0, 1]]", "retry": RetryPolicy(2, 1).to_json()}
     frame = spark.read.format(NAME).options(**options).load()
     stream = spark.readStream.format(NAME).options(**options).load()
     found.shown["Spark plans"] += [frame._jdf.queryExecution().toString(), stream._jdf.queryExecution().toString()]

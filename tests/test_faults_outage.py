@@ -235,7 +235,7 @@ def test_offsets_wait_for_a_partition_whose_leader_is_away() -> None:
 
 
 def decoder(registry: Registry, seconds: float) -> AvroDecoder:
-    return AvroDecoder(json.dumps(SCHEMA), True, registry.url, RetryPolicy(seconds, 0.2, "s"))
+    return AvroDecoder(json.dumps(SCHEMA), True, registry.url, retry=RetryPolicy(seconds, 0.2, "s"))
 
 
 def test_the_registry_look_up_retries_transient_faults_only() -> None:
@@ -269,7 +269,7 @@ def test_registry_unreachable_is_transient() -> None:
     registry = Registry({"t-value": SCHEMA})
     url = registry.url
     registry.close()
-    closed = AvroDecoder(json.dumps(SCHEMA), True, url, RetryPolicy(0.3, 0.1))
+    closed = AvroDecoder(json.dumps(SCHEMA), True, url, retry=RetryPolicy(0.3, 0.1))
     with pytest.raises(SourceUnavailable, match=f"cannot reach schema registry {url}: .*retrying for 0.3s"):
         closed.decode([avro(1, 1)], [0])
 
