@@ -10,7 +10,9 @@ offsets a query must see (read-your-writes), and stops them.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import shutil
 import tempfile
 import time
@@ -25,7 +27,8 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import SqlError
+from sluice.errors import ExternalSystemError, SqlError
+from sluice.kafka.client import KafkaReadError, connection_config, watermarks
 from sluice.kafka.reader import NAME
 from sluice.render.source import (
     SourceRead,
@@ -131,11 +134,16 @@ class Ingestion:
 
     def start(self, spark: SparkSession, catalog: Catalog, read: SourceRead) -> None:
         desc = self.desc
-        starts = {str(p): start for p, start, _ in read.ranges}
+        starts = self.store.recover(
+            self.item.name,
+            {p: start for p, start, _ in read.ranges},
+            desc.envelope != "none",
+            lambda: _low_marks(self.item, catalog),
+        )
         raw = (
             spark.readStream.format(NAME)
             .options(**reader_options(desc, catalog))
-            .option("start_offsets", json.dumps(starts))
+            .option("start_offsets", json.dumps({str(p): start for p, start in starts.items()}))
             .load()
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
@@ -182,18 +190,34 @@ class Ingestion:
         )
 
     def _commit(self, batch: DataFrame, n: int) -> None:
-        if self.store.commit_record(n) is not None:
-            return  # a replay after a restart: this batch's output is already committed
+        upsert = self.desc.envelope != "none"
+        adds = self.store.batch_offsets(n, upsert)
+        if adds is None:
+            return  # run again after a restart: every offset it read is committed already
+        offsets, below = adds
+        if below:  # read from an older checkpoint: keep only what is not committed yet
+            batch = batch.where(
+                ~functools.reduce(
+                    operator.or_,
+                    ((F.col("partition") == p) & (F.col("offset") < start) for p, start in below.items()),
+                )
+            )
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
         self._out(batch, ingested_ms).write.partitionBy("__out").parquet(str(written))
         self.store.commit(
-            n, written, ingested_ms, self.desc.dead_letter_table is not None, self.desc.envelope != "none"
+            written,
+            batch=n,
+            ingested_ms=ingested_ms,
+            offsets=offsets,
+            redirected=self.desc.dead_letter_table is not None,
+            upsert=upsert,
         )
         shutil.rmtree(staging)
 
     def stop(self) -> None:
+        self.store.close()
         if self.query is not None:
             self.query.stop()
             self.query = None
@@ -203,6 +227,16 @@ class Ingestion:
             return None
         error = self.query.exception()
         return None if error is None else (error.getMessage() if hasattr(error, "getMessage") else str(error))
+
+
+def _low_marks(item: Item, catalog: Catalog) -> dict[int, int]:
+    """The source's topic's first offsets per partition (what retention has kept)."""
+    connection = catalog.by_id(item.details.connection).details
+    try:
+        marks = watermarks(",".join(connection.brokers), item.details.topic, connection_config(connection.properties))
+    except KafkaReadError as e:
+        raise ExternalSystemError(f"Source error: {item.name}: {e}") from None
+    return {p: low for p, (low, _) in marks.items()}
 
 
 class Streams:
@@ -222,6 +256,9 @@ class Streams:
         """The source's ingestion, started (or resumed from its checkpoint) if it is not
         running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
         ingestion = self.running.get(item_id)
+        if ingestion is not None and not ingestion.store.sound():
+            ingestion.stop()  # its stream starts again, repairing the store first
+            ingestion = None
         if ingestion is None:
             ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id))
             ingestion.start(spark, catalog, read())
