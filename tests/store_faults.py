@@ -178,8 +178,8 @@ def _add_strays(store: Path) -> None:
 
 
 def _leave_staging(store: Path) -> None:
-    staging = store / "batch-7-leftover" / "out"
-    shutil.copytree(_listed(store, 0).parent.parent, staging)
+    """What a session killed while writing a batch leaves."""
+    shutil.copytree(_listed(store, 0).parent.parent, store / "batch-7-leftover" / "out")
 
 
 def _restore_older_checkpoint(store: Path, older: Path) -> None:
@@ -206,7 +206,6 @@ DAMAGES = {
     "checkpoint offsets truncated": lambda store, older: _truncate_checkpoint_offsets(store),
     "older checkpoint restored": _restore_older_checkpoint,
     "stray files added": lambda store, older: _add_strays(store),
-    "staging folder left": lambda store, older: _leave_staging(store),
 }
 
 # Damages also done while the session runs (a checkpoint is Spark's while its stream runs).
@@ -223,7 +222,8 @@ WHILE_RUNNING = [
 
 def damage_case(base: Path, older: Path, work: Path, produced: Produced, damage: str, running: bool) -> str:
     """Copy the baseline data directory to `work`, do `damage` to both stores (with the
-    session stopped, or while it runs), produce more, and read everything back."""
+    session stopped, leaving a staging folder too, or while it runs), produce more, and
+    read everything back."""
     data_dir = work / "data"
     shutil.copytree(base, data_dir)
     session = open_session(data_dir, produced.bootstrap) if running else None
@@ -231,6 +231,8 @@ def damage_case(base: Path, older: Path, work: Path, produced: Produced, damage:
         if session is not None:
             shown(session)  # the streams run
         for store in stores(data_dir):
+            if session is None:
+                _leave_staging(store)
             DAMAGES[damage](store, older)
         produced.more(6)
         if session is None:

@@ -257,7 +257,7 @@ class Streams:
         running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
         ingestion = self.running.get(item_id)
         if ingestion is not None and not ingestion.store.sound():
-            ingestion.stop()  # its stream starts again, repairing the store first
+            self.running.pop(item_id).stop()  # its stream starts again, repairing the store first
             ingestion = None
         if ingestion is None:
             ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id))

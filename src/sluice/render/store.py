@@ -189,14 +189,13 @@ class Store:
     def sound(self) -> bool:
         """Whether a running writer's store needs no repair: no damage, and a checkpoint
         that has not read past the last commit (its stream commits here first)."""
-        inspection = self.inspect()
-        if inspection.damage is not None or not self.checkpoint.exists():
-            return False
+        # The checkpoint first: its stream may commit here, then there, in between.
         try:
             done, _ = self.checkpoint_position()
         except (OSError, ValueError, IndexError):
             return False
-        return not _ahead(done, inspection.end)
+        inspection = self.inspect()
+        return inspection.damage is None and self.checkpoint.exists() and not _ahead(done, inspection.end)
 
     def _record(self, number: int) -> dict:
         path = self.commits / f"{number}.json"
@@ -282,32 +281,19 @@ class Store:
         self.source = source
         _remove([*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob("*.tmp")])
         inspection = self.inspect()
-        damage = inspection.damage
         try:
             done, planned = self.checkpoint_position()
             readable = True
         except (OSError, ValueError, IndexError):
             done = planned = None
             readable = False
-        keep = inspection.records
         if upsert:
-            if damage is None and not (readable and inspection.end in (done or {}, planned)):
-                damage = Damage(
-                    "its checkpoint, holding the upsert state, is missing"
-                    if readable and done is None and planned is None
-                    else "its checkpoint, holding the upsert state, does not match its commits"
-                )
-            if damage is not None:
-                keep = []
+            damage = inspection.damage or _state_mismatch(inspection.end, done, planned, readable)
+            keep = [] if damage else inspection.records
             discard = damage is not None
         else:
-            ahead = _ahead(done, {**origin, **inspection.end})
-            if damage is None and ahead:
-                damage = Damage(
-                    "its checkpoint has read past its last commit ("
-                    + ", ".join(f"partition {p}: offset {at}, committed {c}" for p, (at, c) in sorted(ahead.items()))
-                    + ")"
-                )
+            damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
+            keep = inspection.records
             discard = damage is not None or not readable
         start = {**origin, **(ends(keep[-1]) if keep else {})}
         if damage is not None:
@@ -455,6 +441,28 @@ class Store:
         errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
         log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
         return Collection(oks, errs, oks, log, dead_letters)
+
+
+def _state_mismatch(end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool) -> Damage | None:
+    """How an upsert source's checkpoint, holding its state, disagrees with its commits:
+    it must stand where they end, or be about to run again the micro-batch ending there."""
+    if readable and end in (done or {}, planned):
+        return None
+    if readable and done is None and planned is None:
+        return Damage("its checkpoint, holding the upsert state, is missing")
+    return Damage("its checkpoint, holding the upsert state, does not match its commits")
+
+
+def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
+    """A checkpoint that has read past the committed offsets: what lies between was lost."""
+    ahead = _ahead(done, committed)
+    if not ahead:
+        return None
+    return Damage(
+        "its checkpoint has read past its last commit ("
+        + ", ".join(f"partition {p}: offset {at}, committed {c}" for p, (at, c) in sorted(ahead.items()))
+        + ")"
+    )
 
 
 def _ahead(position: Offsets | None, committed: Offsets) -> dict[int, tuple[int, int]]:
