@@ -394,6 +394,11 @@ class Store:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f'the ingestion of source "{self.source}" was stopped before it committed')
+            if not self._head_intact():
+                name = f"commits/{number - 1}.json"
+                raise Damage(f'commit {number - 1}: its record "{name}" vanished or changed').error(
+                    self.source, hint=READ_AGAIN
+                )
             _remove([target])  # left by an attempt that died before its record was written
             self.batches.mkdir(parents=True, exist_ok=True)
             os.replace(written, target)
@@ -404,6 +409,13 @@ class Store:
         for entry in files:  # hashed just now
             stat = (self.root / entry["path"]).stat()
             _CHECKED[str(self.root / entry["path"])] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def _head_intact(self) -> bool:
+        """Whether the writer's last commit is still on disk as it wrote it."""
+        try:
+            return self.head is None or self._record(self.head["commit"]) == self.head
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
 
     def close(self) -> None:
         """Commit nothing more: the writer's stream is being stopped."""
