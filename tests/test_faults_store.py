@@ -14,8 +14,10 @@ from tests.store_faults import DAMAGES, WHILE_RUNNING, Produced, baseline, damag
 
 # The damages issue 14 names, with the session stopped and one while it runs, are the
 # default tier; every other damage, stopped and running, is the long tier (`-m long`).
-NAMED = {"file emptied", "file deleted", "batch folder deleted", "checkpoint deleted", "commit record truncated",
-         "stray files added"}
+NAMED = {
+    "file emptied", "file deleted", "batch folder deleted", "checkpoint deleted", "commit record truncated",
+    "stray files added",
+}
 CASES = [
     pytest.param(
         damage,
@@ -69,9 +71,12 @@ def test_damage_kafka_no_longer_holds_fails_loudly_and_changes_nothing(spark, tm
                     error = failed.value
                     assert error.code == "XX001"
                     assert error.message.startswith(
-                        f'Source error: the stored data of source "{source}" is damaged: commit 1: file "batches/1/'
+                        f'Source error: the stored data of source "{source}" is damaged: '
+                        'commit 1: file "batches/1/'
                     )
                     assert error.message.endswith('.parquet" is missing')
-                    assert error.detail.startswith("Kafka no longer holds what the repair must read again: partition 0 from offset ")
+                    assert error.detail.startswith(
+                        "Kafka no longer holds what the repair must read again: partition 0 from offset "
+                    )
                     assert "drop the source and create it again" in error.hint
         assert sorted(str(p) for p in (data_dir / "streams").rglob("*")) == before

@@ -137,7 +137,9 @@ class Spark:
 @given(upsert=st.booleans(), steps=st.lists(st.sampled_from(
     ["batch", "batch", "batch", "restart", "older checkpoint", "checkpoint lost", "last commit lost"]
 ), min_size=1, max_size=12), data=st.data())
-def test_micro_batches_from_any_checkpoint_commit_every_offset_once(tmp_path_factory, upsert, steps, data) -> None:
+def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
+    tmp_path_factory, upsert, steps, data
+) -> None:
     root = tmp_path_factory.mktemp("store")
     origin = {0: 0, 1: 5}
     high = dict(origin)

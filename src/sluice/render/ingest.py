@@ -233,7 +233,8 @@ def _low_marks(item: Item, catalog: Catalog) -> dict[int, int]:
     """The source's topic's first offsets per partition (what retention has kept)."""
     connection = catalog.by_id(item.details.connection).details
     try:
-        marks = watermarks(",".join(connection.brokers), item.details.topic, connection_config(connection.properties))
+        config = connection_config(connection.properties)
+        marks = watermarks(",".join(connection.brokers), item.details.topic, config)
     except KafkaReadError as e:
         raise ExternalSystemError(f"Source error: {item.name}: {e}") from None
     return {p: low for p, (low, _) in marks.items()}
@@ -254,7 +255,8 @@ class Streams:
 
     def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read) -> Ingestion:
         """The source's ingestion, started (or resumed from its checkpoint) if it is not
-        running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
+        running or its store needs repair (see `store`). `read` gives the snapshot read that
+        fixes where the source starts reading its topic."""
         ingestion = self.running.get(item_id)
         if ingestion is not None and not ingestion.store.sound():
             self.running.pop(item_id).stop()  # its stream starts again, repairing the store first

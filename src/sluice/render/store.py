@@ -72,7 +72,10 @@ FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
 Offsets = dict[int, int]  # partition → next offset
 Ranges = dict[int, tuple[int, int]]  # partition → [from, to)
 
-READ_AGAIN = "the next statement that reads the source restarts its ingestion, which re-reads the damaged commits from Kafka"
+READ_AGAIN = (
+    "the next statement that reads the source restarts its ingestion, which re-reads the damaged "
+    "commits from Kafka"
+)
 UNRECOVERABLE = (
     "restore the source's folder under streams/ from a backup, or drop the source and create "
     "it again to ingest what its topic still holds"
@@ -101,7 +104,8 @@ class Damage:
     what: str
 
     def error(self, source: str, **more) -> StoreDamaged:
-        return StoreDamaged(f'Source error: the stored data of source "{source}" is damaged: {self.what}', **more)
+        message = f'Source error: the stored data of source "{source}" is damaged: {self.what}'
+        return StoreDamaged(message, **more)
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,8 @@ class Store:
         watermarks. Raises `StoreDamaged`, changing nothing, when the repair would read
         again offsets Kafka no longer holds."""
         self.source = source
-        _remove([*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob("*.tmp")])
+        leftovers = [*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob("*.tmp")]
+        _remove(leftovers)
         inspection = self.inspect()
         try:
             done, planned = self.checkpoint_position()
@@ -374,7 +379,7 @@ class Store:
         )
         before = Totals(**self.head["totals"]) if self.head else Totals()
         errors = counts["dlq"] + (counts["log"] if upsert else counts["errs"])
-        messages = counts["seen"] if upsert else counts["oks"] + counts["errs"] + counts["dlq"] + counts["skip"]
+        messages = counts["seen"] if upsert else sum(counts[kind] for kind in ("oks", "errs", "dlq", "skip"))
         totals = Totals(
             before.messages + messages,
             before.errors + errors,
@@ -455,7 +460,9 @@ class Store:
         return Collection(oks, errs, oks, log, dead_letters)
 
 
-def _state_mismatch(end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool) -> Damage | None:
+def _state_mismatch(
+    end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool
+) -> Damage | None:
     """How an upsert source's checkpoint, holding its state, disagrees with its commits:
     it must stand where they end, or be about to run again the micro-batch ending there."""
     if readable and end in (done or {}, planned):
