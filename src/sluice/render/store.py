@@ -350,15 +350,15 @@ class Store:
         ranges = {p: (froms[p], max(froms[p], end.get(p, froms[p]))) for p in froms}
         if all(start == to for start, to in ranges.values()):
             return None
-        gap = {p: (began[p], froms[p]) for p in end if began.get(p, froms[p]) > froms[p]}
-        below = {p: froms[p] for p in end if began.get(p, froms[p]) < froms[p]}
-        if gap or (upsert and below):
+        began = {p: began.get(p, froms[p]) for p in end}
+        below = {p: froms[p] for p in end if began[p] < froms[p]}
+        # Past the committed offsets, what lies between was never committed; an upsert
+        # source's state holds exactly the committed messages, so it must begin at them.
+        wrong = sorted(p for p in end if began[p] > froms[p] or (upsert and p in below))
+        if wrong:
             raise Damage(
                 f"micro-batch {batch} of its checkpoint does not start at its committed offsets ("
-                + ", ".join(
-                    f"partition {p}: offset {began.get(p, 0)}, committed {froms[p]}"
-                    for p in sorted({*gap, *below})
-                )
+                + ", ".join(f"partition {p}: offset {began[p]}, committed {froms[p]}" for p in wrong)
                 + ")"
             ).error(self.source, hint=READ_AGAIN)
         return ranges, below
