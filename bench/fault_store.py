@@ -50,6 +50,7 @@ def damages(work: Path) -> list[str]:
 
 def kills(work: Path, rounds: int) -> tuple[int, int]:
     """(rows lost, rows duplicated) after `rounds` sessions were killed while ingesting."""
+    work.mkdir(parents=True)
     with EmbeddedKafka() as kafka:
         produced = Produced(kafka.bootstrap, seed=rounds)
         produced.create_topics(kafka)
