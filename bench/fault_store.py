@@ -67,6 +67,7 @@ def measure(rounds: int = 5) -> list[tuple[str, object]]:
         lost, duplicated = kills(Path(work) / "kills", rounds)
     return [
         ("store damages tried", len(outcomes)),
+        ("store damages answered right", sum(o == "right" for o in outcomes)),
         ("store damages lost silently", sum(o.startswith("lost") for o in outcomes)),
         ("store damages answered wrong", sum(o.startswith("wrong") for o in outcomes)),
         ("store damages failing loudly", sum(o.startswith("loud") for o in outcomes)),
