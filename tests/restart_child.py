@@ -1,23 +1,17 @@
-"""A session that creates an UPSERT source and a materialized view over it, waits until
-the view has caught up, says `ready`, then keeps ingesting until it is killed
-(tests/test_restart.py sends it SIGKILL)."""
+"""A session on a data directory that creates the sources of tests/store_faults.py unless
+its catalog has them, waits until their streams have caught up, says `ready`, then keeps
+ingesting until it is killed (tests/store_faults.py `kill_rounds` sends it SIGKILL)."""
 
 import sys
 import time
+from pathlib import Path
 
-import sluice
+from tests.store_faults import open_session
 
-data_dir, bootstrap = sys.argv[1:]
-session = sluice.Session(data_dir)
-session.execute_script(
-    f"""
-    CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}');
-    CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON
-      ENVELOPE UPSERT (VALUE DECODING ERRORS = INLINE);
-    CREATE MATERIALIZED VIEW mv AS SELECT key, error, data FROM IGNORE ERRORS s;
-    """
-)
-session.execute("SELECT count(*) FROM mv")
+data_dir, bootstrap = Path(sys.argv[1]), sys.argv[2]
+session = open_session(data_dir, bootstrap, create=not (data_dir / "catalog.json").exists())
+for relation in ("n", "mv"):  # both streams run and have caught up
+    session.execute(f"SELECT count(*) FROM {relation}")
 print("ready", flush=True)
 while True:
     time.sleep(1)

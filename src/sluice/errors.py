@@ -151,6 +151,13 @@ class CatalogCorrupt(SqlError):
     code = "XX001"
 
 
+class StoreDamaged(SqlError):
+    """A continuously ingested source's stored data is damaged and cannot be re-read from
+    Kafka now; the store is left untouched."""
+
+    code = "XX001"
+
+
 class ExternalSystemError(SqlError):
     """A system sluice talks to (schema registry, Kafka) failed or refused."""
 

@@ -14,7 +14,9 @@ source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import shutil
 import tempfile
 import threading
@@ -138,11 +140,11 @@ class Ingestion:
     store: Store
     spark: SparkSession
     catalog: Catalog
-    # The snapshot read that fixes a fresh stream's start offsets (asked once).
+    # The snapshot read that fixes where a stream without commits starts, asked at every
+    # start (its low watermarks bound what a repair may read again).
     read: Callable[[], SourceRead]
     query: StreamingQuery | None = None
     fault: Fault | None = None
-    starts: dict[str, int] | None = None
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -161,13 +163,19 @@ class Ingestion:
 
     def start(self) -> None:
         desc = self.desc
-        if self.starts is None:
-            self.starts = {str(p): start for p, start, _ in self.read().ranges}
+        # Every start asks the store where to begin: it alone knows what was committed.
+        read = self.read()
+        starts = self.store.recover(
+            self.item.name,
+            {p: start for p, start, _ in read.ranges},
+            desc.envelope != "none",
+            lambda: dict(read.lows),
+        )
         raw = (
             self.spark.readStream.format(NAME)
             .options(**reader_options(desc, self.catalog))
             .option("retry", retry_policy(self.item).to_json())
-            .option("start_offsets", json.dumps(self.starts))
+            .option("start_offsets", json.dumps({str(p): start for p, start in starts.items()}))
             .load()
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
@@ -214,20 +222,36 @@ class Ingestion:
         )
 
     def _commit(self, batch: DataFrame, n: int) -> None:
-        if self.store.commit_record(n) is not None:
-            return  # a replay after a restart: this batch's output is already committed
+        upsert = self.desc.envelope != "none"
+        adds = self.store.batch_offsets(n, upsert)
+        if adds is None:
+            return  # run again after a restart: every offset it read is committed already
+        offsets, below = adds
+        if below:  # read from an older checkpoint: keep only what is not committed yet
+            batch = batch.where(
+                ~functools.reduce(
+                    operator.or_,
+                    ((F.col("partition") == p) & (F.col("offset") < start) for p, start in below.items()),
+                )
+            )
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
         self._out(batch, ingested_ms).write.partitionBy("__out").parquet(str(written))
         self.store.commit(
-            n, written, ingested_ms, self.desc.dead_letter_table is not None, self.desc.envelope != "none"
+            written,
+            batch=n,
+            ingested_ms=ingested_ms,
+            offsets=offsets,
+            redirected=self.desc.dead_letter_table is not None,
+            upsert=upsert,
         )
         shutil.rmtree(staging)
 
     def stop(self) -> None:
         with self.lock:
             self.stopped = True
+            self.store.close()
             if self.query is not None:
                 self.query.stop()
                 self.query = None
@@ -286,8 +310,12 @@ class Streams:
 
     def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read) -> Ingestion:
         """The source's ingestion, started (or resumed from its checkpoint) if it is not
-        running. `read` gives the snapshot read that fixes a fresh stream's start offsets."""
+        running or its store needs repair (see `store`). `read` gives the snapshot read that
+        fixes where the source starts reading its topic."""
         ingestion = self.running.get(item_id)
+        if ingestion is not None and not ingestion.store.sound():
+            self.running.pop(item_id).stop()  # its stream starts again, repairing the store first
+            ingestion = None
         if ingestion is None:
             ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
             ingestion.launch()

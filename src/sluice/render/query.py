@@ -86,7 +86,7 @@ class QueryRenderer:
         if item_id not in self.collections:
             item = self.catalog.by_id(item_id)
             if item_id in self.stored:
-                collection = self.stored[item_id].collection(self.spark, item.details)
+                collection = self.stored[item_id].collection(self.spark, item)
             else:
                 collection = render_source(self.spark, item, self.catalog, self.reads(item_id))
             self.collections[item_id] = collection

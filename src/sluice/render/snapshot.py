@@ -70,7 +70,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     for partition, (_, high) in marks.items():
         start = starts.get(partition, 0)
         ranges.append((partition, start, max(start, high)))
-    return SourceRead(tuple(ranges))
+    return SourceRead(tuple(ranges), tuple((partition, low) for partition, (low, _) in marks.items()))
 
 
 def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:

@@ -63,9 +63,11 @@ class Observable:
 @dataclass(frozen=True)
 class SourceRead:
     """What a snapshot reads: per partition `[start, end)`. A start below the partition's
-    low watermark is kept: the reader reports the range retention deleted."""
+    low watermark (`lows`: per partition, the first offset retention kept when the read
+    was fixed) is kept: the reader reports the range retention deleted."""
 
     ranges: tuple[tuple[int, int, int], ...]
+    lows: tuple[tuple[int, int], ...] = ()
 
 
 def decode_spec(fmt: FormatDesc, registry_url: str | None) -> dict | None:

@@ -1,19 +1,47 @@
-"""A continuously ingested source's committed micro-batches on disk, read back as a
-`Collection`.
+"""A continuously ingested source's committed micro-batches on disk: committing them,
+checking them, reading them back as a `Collection`, and repairing a damaged store.
 
 Layout of `<data dir>/streams/<source id>/`:
 
-    checkpoint/                       Spark's: offsets, and an upsert source's state
-    batches/<n>/__out=<kind>/*.parquet  what micro-batch n produced, one kind per folder
-    commits/<n>.json                  written last; a batch is visible only once it exists
-    schema.json                       the schema of the batch files
+    checkpoint/                         Spark's: offsets, and an upsert source's state
+    batches/<k>/__out=<kind>/*.parquet  what commit k holds, one kind per folder
+    commits/<k>.json                    commit k's record, written last: a commit is
+                                        visible only once its record exists
+    schema.json                         the schema of the batch files
 
 Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (errors a query
 fails with; upsert: entering its state), `retract` (upsert: `(__p, __o)` of messages that
 left the state), `dlq` (dead-letter rows), `log` (upsert: every error message, for the
 tolerance count), `skip` (ENVELOPE NONE messages without key and value), `seen` (upsert:
 messages per key and batch). Because the source's rows, its errors and its dead-letter rows
-of one micro-batch sit under one commit file, a restart never shows one without the other.
+of one micro-batch sit under one commit record, a restart never shows one without the other.
+
+Commits are numbered by the store (0, 1, …), apart from Spark's batch ids. A record lists
+the files its commit wrote (path, bytes, rows, CRC-32) and the Kafka offsets it covers per
+partition, `[from, to)`; each commit starts where the one before it ended. The store's
+committed offsets — where its last commit ends — decide what was ingested, not Spark's
+checkpoint: a micro-batch Spark runs again (after a restart, or from an older checkpoint)
+commits only what lies past them, and a stream whose checkpoint is gone starts from them.
+Files and folders are fsynced before the record that makes them visible is written.
+
+A read uses only the files the records list, and checks each one (size, CRC-32; a check
+holds while the file's stat is unchanged). A store is damaged when a record is missing or
+unreadable, a commit does not start where the one before it ended, a listed file is
+missing, resized or fails its checksum, or the checkpoint has read past the last commit.
+Damage is repaired from Kafka when the stream starts (a read that finds damage restarts
+the stream first), provided Kafka still holds every offset the repair reads again:
+
+* ENVELOPE NONE: the first damaged commit and every commit after it are dropped, the
+  checkpoint is discarded, and the stream reads again from where the last sound commit
+  ended. A lost or unreadable checkpoint alone loses nothing: the stream starts from the
+  committed offsets.
+* UPSERT: the state in the checkpoint reflects every commit, so any damage, and a lost,
+  unreadable or replaced checkpoint, drops every commit and the checkpoint: the stream
+  rebuilds the state and the store from the source's start.
+
+When Kafka no longer holds those offsets the store is left as it is, and every read of the
+source fails with `StoreDamaged` (XX001) naming the commit and the file. Staging folders of
+batches that never committed are removed when a stream starts.
 """
 
 from __future__ import annotations
@@ -21,6 +49,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +61,30 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sluice.catalog.items import SourceDesc
+from sluice.catalog.items import Item
+from sluice.errors import StoreDamaged
 from sluice.render.source import ERRS_COLUMNS, Collection
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
 IDENTITY = ["__p", "__o"]
+FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
+
+Offsets = dict[int, int]  # partition → next offset
+Ranges = dict[int, tuple[int, int]]  # partition → [from, to)
+
+READ_AGAIN = (
+    "the next statement that reads the source restarts its ingestion, which re-reads the damaged "
+    "commits from Kafka"
+)
+UNRECOVERABLE = (
+    "restore the source's folder under streams/ from a backup, or drop the source and create "
+    "it again to ingest what its topic still holds"
+)
+
+# Records read and files checked, by path, valid while the file's stat is unchanged: a
+# SELECT hashes only what changed since the last one.
+_RECORDS: dict[str, tuple[tuple, dict]] = {}
+_CHECKED: dict[str, tuple] = {}
 
 
 @dataclass(frozen=True)
@@ -47,32 +97,71 @@ class Totals:
     last_error_ms: int | None = None
 
 
+@dataclass(frozen=True)
+class Damage:
+    """The first thing found wrong with a store, in words naming the commit or file."""
+
+    what: str
+
+    def error(self, source: str, **more) -> StoreDamaged:
+        message = f'Source error: the stored data of source "{source}" is damaged: {self.what}'
+        return StoreDamaged(message, **more)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    records: list[dict]  # the sound commits, in order
+    damage: Damage | None  # what is wrong with the commit after them
+
+    @property
+    def end(self) -> Offsets:
+        return ends(self.records[-1]) if self.records else {}
+
+
+def ends(record: dict) -> Offsets:
+    """Where a commit ends: `{partition: next offset}`."""
+    return {int(p): to for p, (_, to) in record["offsets"].items()}
+
+
 class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.checkpoint = root / "checkpoint"
         self.batches = root / "batches"
         self.commits = root / "commits"
+        # The writer's, set by `recover`: the source's name, where its stream starts, and
+        # its last commit. `close` stops it from committing once its stream is stopping.
+        self.source = ""
+        self.start: Offsets = {}
+        self.head: dict | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def exists(self) -> bool:
-        return self.checkpoint.exists()
+        return self.checkpoint.exists() or self.commits.exists()
 
     def committed(self) -> list[int]:
+        """The numbers of the commit records on disk."""
         if not self.commits.exists():
             return []
-        return sorted(int(p.stem) for p in self.commits.glob("*.json"))
-
-    def commit_record(self, batch: int) -> dict | None:
-        path = self.commits / f"{batch}.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        return sorted(int(p.stem) for p in self.commits.glob("*.json") if p.stem.isdigit())
 
     def last_commit(self) -> dict | None:
+        """The record of the highest-numbered commit (None if there is none or it is unreadable)."""
         committed = self.committed()
-        return self.commit_record(committed[-1]) if committed else None
+        try:
+            return self._record(committed[-1]) if committed else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def totals(self) -> Totals:
         last = self.last_commit()
         return Totals(**last["totals"]) if last else Totals()
+
+    def committed_offsets(self) -> Offsets:
+        """`{partition: next offset}` the store has committed: what the stream has ingested."""
+        last = self.last_commit()
+        return ends(last) if last else {}
 
     def save_schema(self, schema: StructType) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -81,80 +170,376 @@ class Store:
     def schema(self) -> StructType:
         return StructType.fromJson(json.loads((self.root / "schema.json").read_text()))
 
-    def counts(self, directory: Path) -> dict[str, int]:
-        """Rows per kind in a written batch directory, from the Parquet footers."""
-        counts = {}
-        for kind in KINDS:
-            files = list((directory / f"__out={kind}").glob("*.parquet"))
-            if kind == "seen":
-                # One row per key and batch, holding how many messages the key had.
-                counts[kind] = sum(
-                    pc.sum(pq.read_table(f, columns=["__seen"]).column(0)).as_py() or 0 for f in files
-                )
-            else:
-                counts[kind] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-        return counts
+    # -- checking --------------------------------------------------------------------
 
-    def commit(self, batch: int, directory: Path, ingested_ms: int, redirected: bool, upsert: bool) -> None:
-        """Publish a written batch: move it into place, then write its commit file."""
-        counts = self.counts(directory)
-        target = self.batches / str(batch)
-        if target.exists():  # left by an attempt that died before committing
-            shutil.rmtree(target)
-        self.batches.mkdir(parents=True, exist_ok=True)
-        os.replace(directory, target)
-        before = self.totals()
+    def inspect(self) -> Inspection:
+        """The commits in order up to the first damaged one, and what is wrong with it."""
+        records: list[dict] = []
+        committed = self.committed()
+        for number in range(committed[-1] + 1 if committed else 0):
+            name = f"commits/{number}.json"
+            try:
+                record = self._record(number)
+            except FileNotFoundError:
+                return Inspection(records, Damage(f'commit {number}: its record "{name}" is missing'))
+            except (OSError, ValueError, KeyError, TypeError):
+                return Inspection(records, Damage(f'commit {number}: its record "{name}" is unreadable'))
+            fault = self._fault(record, records[-1] if records else None)
+            if fault is not None:
+                return Inspection(records, Damage(f"commit {number}: {fault}"))
+            records.append(record)
+        return Inspection(records, None)
+
+    def sound(self) -> bool:
+        """Whether a running writer's store needs no repair: no damage, and a checkpoint
+        that has not read past the last commit (its stream commits here first)."""
+        # The checkpoint first: its stream may commit here, then there, in between.
+        try:
+            done, _ = self.checkpoint_position()
+        except (OSError, ValueError, IndexError):
+            return False
+        inspection = self.inspect()
+        return inspection.damage is None and self.checkpoint.exists() and not _ahead(done, inspection.end)
+
+    def _record(self, number: int) -> dict:
+        path = self.commits / f"{number}.json"
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        cached = _RECORDS.get(str(path))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        record = json.loads(path.read_text())
+        offsets = record["offsets"]
+        if record["commit"] != number or not all(
+            len(r) == 2 and all(isinstance(o, int) for o in r) for r in offsets.values()
+        ):
+            raise ValueError(f"not the record of commit {number}")
+        if not all(FILE_FIELDS <= entry.keys() for entry in record["files"]):
+            raise ValueError("a file entry lacks a field")
+        _RECORDS[str(path)] = (key, record)
+        return record
+
+    def _fault(self, record: dict, previous: dict | None) -> str | None:
+        number = record["commit"]
+        if previous is not None:
+            for partition, end in ends(previous).items():
+                start = record["offsets"].get(str(partition), (None,))[0]
+                if start != end:
+                    return (
+                        f"it does not start where commit {number - 1} ended "
+                        f"(partition {partition}: offset {start}, not {end})"
+                    )
+        for entry in record["files"]:
+            fault = self._file_fault(entry)
+            if fault is not None:
+                return fault
+        return None
+
+    def _file_fault(self, entry: dict) -> str | None:
+        name = entry["path"]
+        path = self.root / name
+        try:
+            stat = path.stat()
+            if stat.st_size != entry["bytes"]:
+                return f'file "{name}" has {stat.st_size} bytes, not the {entry["bytes"]} written'
+            key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            if _CHECKED.get(str(path)) != key:
+                if _crc32(path) != entry["crc32"]:
+                    return f'file "{name}" does not match its checksum'
+                _CHECKED[str(path)] = key
+        except FileNotFoundError:
+            return f'file "{name}" is missing'
+        except OSError as e:
+            return f'file "{name}" cannot be read: {e.strerror}'
+        return None
+
+    # -- Spark's checkpoint ----------------------------------------------------------
+
+    def checkpoint_position(self) -> tuple[Offsets | None, Offsets | None]:
+        """Where Spark's checkpoint stands: the end offsets of its last committed
+        micro-batch, and of a later one it planned and will run again (None: none).
+        Raises OSError or ValueError when the checkpoint cannot be read."""
+        done = _last_number(self.checkpoint / "commits")
+        planned = _last_number(self.checkpoint / "offsets")
+        done_at = None if done is None else self.spark_offsets(done)
+        if done is not None and done_at is None:
+            raise ValueError(f"no offsets for committed micro-batch {done}")
+        return done_at, (self.spark_offsets(planned) if planned not in (None, done) else None)
+
+    def spark_offsets(self, batch: int) -> Offsets | None:
+        """The end offsets of Spark's micro-batch `batch`, from its offset log (None if gone)."""
+        try:
+            lines = (self.checkpoint / "offsets" / str(batch)).read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        return {int(p): int(offset) for p, offset in json.loads(lines[-1]).items()}
+
+    # -- writing ---------------------------------------------------------------------
+
+    def recover(self, source: str, origin: Offsets, upsert: bool, lows: Callable[[], Offsets]) -> Offsets:
+        """Make the store and the checkpoint agree before the writer's stream starts (see
+        the module docstring); returns where a stream without a checkpoint starts. `origin`
+        is where the source starts reading its topic, `lows` gives the topic's low
+        watermarks. Raises `StoreDamaged`, changing nothing, when the repair would read
+        again offsets Kafka no longer holds."""
+        self.source = source
+        leftovers = [*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob("*.tmp")]
+        _remove(leftovers)
+        inspection = self.inspect()
+        try:
+            done, planned = self.checkpoint_position()
+            readable = True
+        except (OSError, ValueError, IndexError):
+            done = planned = None
+            readable = False
+        if upsert:
+            damage = inspection.damage or _state_mismatch(inspection.end, done, planned, readable)
+            keep = [] if damage else inspection.records
+            discard = damage is not None
+        else:
+            damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
+            keep = inspection.records
+            discard = damage is not None or not readable
+        start = {**origin, **(ends(keep[-1]) if keep else {})}
+        if damage is not None:
+            deleted = {p: low for p, low in lows().items() if low > start.get(p, 0)}
+            if deleted:
+                raise damage.error(
+                    source,
+                    detail="Kafka no longer holds what the repair must read again: "
+                    + ", ".join(
+                        f"partition {p} from offset {start.get(p, 0)} (its first offset is now {low})"
+                        for p, low in sorted(deleted.items())
+                    ),
+                    hint=UNRECOVERABLE,
+                )
+        if discard and self.checkpoint.exists():
+            # Renamed first: a half-deleted checkpoint is never taken for a whole one.
+            discarded = self.root / "checkpoint.discarded"
+            os.replace(self.checkpoint, discarded)
+            shutil.rmtree(discarded)
+        self._truncate(len(keep))
+        self.head = keep[-1] if keep else None
+        self.start = start
+        return start
+
+    def _truncate(self, keep: int) -> None:
+        """Drop every commit numbered `keep` or more — records first, the highest first, so
+        that a crash leaves a run of commits — and every batch folder no record lists."""
+        dropped = [n for n in reversed(self.committed()) if n >= keep]
+        for number in dropped:
+            (self.commits / f"{number}.json").unlink()
+        if dropped:
+            _fsync_dir(self.commits)
+        if self.batches.exists():
+            _remove([f for f in self.batches.iterdir() if not (f.name.isdigit() and int(f.name) < keep)])
+
+    def batch_offsets(self, batch: int, upsert: bool) -> tuple[Ranges, Offsets] | None:
+        """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
+        from the committed offsets on, and the partitions it read from below them (`{p:
+        from}`: its rows there below `from` are committed already). None when it adds
+        nothing (a micro-batch run again). Raises `StoreDamaged` when the micro-batch
+        began past the committed offsets, or for an upsert source anywhere but at them."""
+        end = self.spark_offsets(batch)
+        if end is None:
+            raise ValueError(f"Spark's offset log has no micro-batch {batch}")
+        committed = ends(self.head) if self.head else {}
+        # Spark's first micro-batch begins where the stream was told to start.
+        began = (self.spark_offsets(batch - 1) if batch > 0 else None) or self.start
+        froms = {p: committed.get(p, began.get(p, 0)) for p in {*end, *committed}}
+        ranges = {p: (froms[p], max(froms[p], end.get(p, froms[p]))) for p in froms}
+        if all(start == to for start, to in ranges.values()):
+            return None
+        began = {p: began.get(p, froms[p]) for p in end}
+        below = {p: froms[p] for p in end if began[p] < froms[p]}
+        # Past the committed offsets, what lies between was never committed; an upsert
+        # source's state holds exactly the committed messages, so it must begin at them.
+        wrong = sorted(p for p in end if began[p] > froms[p] or (upsert and p in below))
+        if wrong:
+            raise Damage(
+                f"micro-batch {batch} of its checkpoint does not start at its committed offsets ("
+                + ", ".join(f"partition {p}: offset {began[p]}, committed {froms[p]}" for p in wrong)
+                + ")"
+            ).error(self.source, hint=READ_AGAIN)
+        return ranges, below
+
+    def commit(
+        self, written: Path, *, batch: int, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
+    ) -> None:
+        """Publish a written batch as the next commit: its files fsynced and listed, moved
+        into place, then its record written."""
+        number = self.head["commit"] + 1 if self.head else 0
+        prefix = f"batches/{number}"
+        files = _seal(written, prefix)
+        counts = {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in KINDS}
+        # One `seen` row per key and batch, holding how many messages the key had.
+        counts["seen"] = sum(
+            pc.sum(pq.read_table(path, columns=["__seen"]).column(0)).as_py() or 0
+            for path in written.glob("__out=seen/*.parquet")
+        )
+        before = Totals(**self.head["totals"]) if self.head else Totals()
         errors = counts["dlq"] + (counts["log"] if upsert else counts["errs"])
-        messages = counts["seen"] if upsert else counts["oks"] + counts["errs"] + counts["dlq"] + counts["skip"]
+        messages = counts["seen"] if upsert else sum(counts[kind] for kind in ("oks", "errs", "dlq", "skip"))
         totals = Totals(
             before.messages + messages,
             before.errors + errors,
             before.dead_lettered + (counts["dlq"] if redirected else 0),
             ingested_ms if errors else before.last_error_ms,
         )
-        self.commits.mkdir(parents=True, exist_ok=True)
-        record = {"batch": batch, "ingested_ms": ingested_ms, "counts": counts, "totals": totals.__dict__}
-        _atomic_write(self.commits / f"{batch}.json", json.dumps(record))
+        record = {
+            "commit": number,
+            "batch": batch,
+            "ingested_ms": ingested_ms,
+            "offsets": {str(p): list(r) for p, r in sorted(offsets.items())},
+            "files": files,
+            "counts": counts,
+            "totals": totals.__dict__,
+        }
+        target = self.root / prefix
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f'the ingestion of source "{self.source}" was stopped before it committed')
+            if not self._head_intact():
+                name = f"commits/{number - 1}.json"
+                raise Damage(f'commit {number - 1}: its record "{name}" vanished or changed').error(
+                    self.source, hint=READ_AGAIN
+                )
+            _remove([target])  # left by an attempt that died before its record was written
+            self.batches.mkdir(parents=True, exist_ok=True)
+            os.replace(written, target)
+            _fsync_dir(self.batches)
+            self.commits.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.commits / f"{number}.json", json.dumps(record))
+            self.head = record
+        for entry in files:  # hashed just now
+            stat = (self.root / entry["path"]).stat()
+            _CHECKED[str(self.root / entry["path"])] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
-    def frame(self, spark: SparkSession, kind: str) -> DataFrame:
+    def _head_intact(self) -> bool:
+        """Whether the writer's last commit is still on disk as it wrote it."""
+        try:
+            return self.head is None or self._record(self.head["commit"]) == self.head
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    def close(self) -> None:
+        """Commit nothing more: the writer's stream is being stopped."""
+        with self._lock:
+            self._closed = True
+
+    # -- reading ---------------------------------------------------------------------
+
+    def frame(self, spark: SparkSession, records: list[dict], kind: str) -> DataFrame:
         schema = self.schema()
-        paths = [
-            str(path)
-            for batch in self.committed()
-            if (path := self.batches / str(batch) / f"__out={kind}").exists()
-        ]
+        paths = [str(self.root / f["path"]) for r in records for f in r["files"] if f["kind"] == kind]
         if not paths:
             return spark.createDataFrame([], schema)
         return spark.read.schema(schema).parquet(*paths)
 
-    def collection(self, spark: SparkSession, desc: SourceDesc) -> Collection:
+    def collection(self, spark: SparkSession, item: Item) -> Collection:
+        inspection = self.inspect()
+        if inspection.damage is not None:
+            raise inspection.damage.error(item.name, hint=READ_AGAIN)
+
+        def frame(kind: str) -> DataFrame:
+            return self.frame(spark, inspection.records, kind)
+
+        desc = item.details
         redirected = desc.dead_letter_table is not None
         errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
-        dead_letters = self.frame(spark, "dlq").select("err.*")
+        dead_letters = frame("dlq").select("err.*")
         if desc.envelope == "none":
-            oks = self.frame(spark, "oks").select("row.*")
-            errs = self.frame(spark, "errs").select(*errs_columns)
+            oks = frame("oks").select("row.*")
+            errs = frame("errs").select(*errs_columns)
             log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
             return Collection(oks, errs, oks, log, dead_letters)
-        retracted = self.frame(spark, "retract").select(*IDENTITY)
-        oks = self.frame(spark, "oks").join(retracted, IDENTITY, "left_anti").select("row.*")
-        errs = self.frame(spark, "errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
-        log = (
-            dead_letters.select(*ERRS_COLUMNS)
-            if redirected
-            else self.frame(spark, "log").select(*errs_columns)
-        )
+        retracted = frame("retract").select(*IDENTITY)
+        oks = frame("oks").join(retracted, IDENTITY, "left_anti").select("row.*")
+        errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
+        log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
         return Collection(oks, errs, oks, log, dead_letters)
 
-    def committed_offsets(self) -> dict[int, int]:
-        """`{partition: next offset}` of the last micro-batch Spark committed (after its
-        rows were committed here): what the stream has read."""
-        commits = self.checkpoint / "commits"
-        numbered = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
-        if not numbered:
-            return {}
-        lines = (self.checkpoint / "offsets" / str(max(numbered))).read_text().splitlines()
-        return {int(p): offset for p, offset in json.loads(lines[-1]).items()}
+
+def _state_mismatch(
+    end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool
+) -> Damage | None:
+    """How an upsert source's checkpoint, holding its state, disagrees with its commits:
+    it must stand where they end, or be about to run again the micro-batch ending there."""
+    if readable and end in (done or {}, planned):
+        return None
+    if readable and done is None and planned is None:
+        return Damage("its checkpoint, holding the upsert state, is missing")
+    return Damage("its checkpoint, holding the upsert state, does not match its commits")
+
+
+def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
+    """A checkpoint that has read past the committed offsets: what lies between was lost."""
+    ahead = _ahead(done, committed)
+    if not ahead:
+        return None
+    return Damage(
+        "its checkpoint has read past its last commit ("
+        + ", ".join(f"partition {p}: offset {at}, committed {c}" for p, (at, c) in sorted(ahead.items()))
+        + ")"
+    )
+
+
+def _ahead(position: Offsets | None, committed: Offsets) -> dict[int, tuple[int, int]]:
+    """The partitions where a checkpoint's position is past the committed offsets."""
+    return {
+        p: (at, committed.get(p, 0)) for p, at in (position or {}).items() if at > committed.get(p, 0)
+    }
+
+
+def _last_number(folder: Path) -> int | None:
+    numbered = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.exists() else []
+    return max(numbered, default=None)
+
+
+def _seal(directory: Path, prefix: str) -> list[dict]:
+    """Each Parquet file Spark wrote under `directory`, fsynced with its folders, as a
+    record lists it: its path once published under `prefix`, bytes, rows and CRC-32."""
+    files = []
+    for folder in sorted(directory.glob("__out=*")):
+        for path in sorted(folder.glob("*.parquet")):
+            files.append(
+                {
+                    "path": f"{prefix}/{folder.name}/{path.name}",
+                    "kind": folder.name.removeprefix("__out="),
+                    "bytes": path.stat().st_size,
+                    "rows": pq.ParquetFile(path).metadata.num_rows,
+                    "crc32": _crc32(path, sync=True),
+                }
+            )
+        _fsync_dir(folder)
+    _fsync_dir(directory)
+    return files
+
+
+def _crc32(path: Path, sync: bool = False) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+        if sync:
+            os.fsync(f.fileno())
+    return crc
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -164,3 +549,4 @@ def _atomic_write(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
+    _fsync_dir(path.parent)
