@@ -51,18 +51,24 @@ def connection_config(properties: tuple[tuple[str, str], ...]) -> dict[str, str]
 
 
 def consumer(bootstrap: str, config: dict) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "sluice",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            # A deleted offset is an error to report, never a silent jump to either end.
-            "auto.offset.reset": "error",
-            "fetch.wait.max.ms": 10,
-            **config,
-        }
-    )
+    """A consumer of sluice's settings; a `KafkaReadError` if librdkafka refuses the
+    connection's configuration (a value it does not know, a certificate it cannot read)."""
+    try:
+        return Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "sluice",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                # A deleted offset is an error to report, never a silent jump to either end.
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 10,
+                **config,
+            }
+        )
+    except (KafkaException, ValueError, TypeError) as e:
+        reason = e.args[0].str() if isinstance(e, KafkaException) else str(e)
+        raise KafkaReadError(f"invalid connection configuration: {reason}") from None
 
 
 def watermarks(

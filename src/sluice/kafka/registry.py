@@ -26,7 +26,12 @@ class SchemaRegistry:
         """(schema id, schema JSON text) of the subject's latest version."""
         quoted = urllib.parse.quote(subject, safe="")
         data = self._get(f"/subjects/{quoted}/versions/latest", f"subject '{subject}'")
-        return int(data["id"]), data["schema"]
+        schema_id = data.get("id")
+        if type(schema_id) is not int:  # bool is an int to isinstance
+            raise ExternalSystemError(
+                f"schema registry {self.url} sent no schema id for subject '{subject}'"
+            )
+        return schema_id, data["schema"]
 
     def by_id(self, schema_id: int) -> str:
         return self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")["schema"]
@@ -57,6 +62,6 @@ class SchemaRegistry:
             raise ExternalSystemError(
                 f"schema registry {self.url} sent invalid JSON for {what}"
             ) from None
-        if not isinstance(data, dict) or "schema" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("schema"), str):
             raise ExternalSystemError(f"schema registry {self.url} sent no schema for {what}")
         return data
