@@ -195,19 +195,30 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
 
 def _check_nesting(tokens: list[Token], offset: int) -> None:
     """Refuse a query whose brackets nest deeper than `MAX_NESTING`, before sqlglot's
-    recursion meets them; the caret points at the first bracket too many."""
-    depth = 0
-    for token in tokens:
+    recursion meets them; the caret points at the first bracket too many. Subscripts in a
+    row (`a[1][2]`) nest too: sqlglot reads each inside the one before."""
+    levels: list[int] = []  # per open bracket, how many levels of nesting it stands for
+    depth = carried = 0
+    for token, following in zip(tokens, [*tokens[1:], None]):
         if token.token_type in _OPENING:
-            depth += 1
+            levels.append(carried + 1)
+            depth += carried + 1
+            carried = 0
             if depth > MAX_NESTING:
                 start = offset + token.start
                 raise StatementTooComplex(
                     f"parentheses, brackets and CASE expressions nest more than {MAX_NESTING} deep",
                     span=Span(start, offset + token.end + 1),
                 )
-        elif token.token_type in _CLOSING:
-            depth = max(depth - 1, 0)
+        elif token.token_type in _CLOSING and levels:
+            closed = levels.pop()
+            depth -= closed
+            subscript_follows = (
+                token.token_type == TokenType.R_BRACKET
+                and following is not None
+                and following.token_type == TokenType.L_BRACKET
+            )
+            carried = closed if subscript_follows else 0
 
 
 # Shapes sqlglot accepts leniently although they are not SQL; passed through, each would

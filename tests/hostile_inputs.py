@@ -1,0 +1,107 @@
+"""Hostile statements and what each entry point answers them with.
+
+`NESTINGS` builds every construct sluice's SQL can nest (parentheses, subqueries, CASE,
+arrays, JSON paths, calls, casts, unary and binary operator chains, set operations, …)
+to a given depth: `BRACKETED` those nested by brackets (or CASE), `CHAINS` the rest; `hostile_statements` adds statements that once crashed a layer below
+the parser. `outcome` runs one text through `sluice.parse`, `Session.execute` or a script
+and names what came back: `ok`, the SQLSTATE of the `SqlError`, or the name of any other
+exception — which no entry point may ever raise. tests/test_hostile_inputs.py asserts on
+these and bench/fault_inputs.py counts them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import sluice
+from sluice.syntax.query import MAX_NESTING
+
+# Depths tried: the deepest a query may nest, one more, and far more than any stack takes.
+DEPTHS = (MAX_NESTING, MAX_NESTING + 1, 1_000, 10_000)
+
+# A table the statements read, so that planning gets past name resolution.
+SETUP = "CREATE TABLE t (a int, j jsonb, s text)"
+
+
+def _wrap(open_: str, inner: str, close: str) -> Callable[[int], str]:
+    return lambda n: open_ * n + inner + close * n
+
+
+def _chain(head: str, link: str, tail: str = "") -> Callable[[int], str]:
+    return lambda n: head + link * n + tail
+
+
+# Name → depth → statement nesting that many parentheses, brackets or CASEs: sluice
+# takes up to MAX_NESTING and refuses more (54001) before its parser recurses into them.
+BRACKETED: dict[str, Callable[[int], str]] = {
+    "parentheses": lambda n: "SELECT " + _wrap("(", "a", ")")(n) + " FROM t",
+    "scalar subqueries": lambda n: "SELECT " + _wrap("(SELECT ", "a FROM t", ")")(n),
+    "IN subqueries": lambda n: "SELECT a FROM t WHERE a IN " + _wrap("(SELECT a FROM t WHERE a IN ", "(1)", ")")(n - 1),
+    "derived tables": lambda n: "SELECT * FROM " + _wrap("(SELECT * FROM ", "t", ") AS x")(n),
+    "EXISTS": lambda n: "SELECT 1 WHERE " + _wrap("EXISTS (SELECT 1 WHERE ", "true", ")")(n),
+    "CTEs": _wrap("WITH x AS (", "SELECT 1 AS a", ") SELECT a FROM x"),
+    "CASE": lambda n: "SELECT " + _wrap("CASE WHEN a > 0 THEN ", "a", " END")(n) + " FROM t",
+    "ARRAY[]": lambda n: "SELECT " + _wrap("ARRAY[", "1", "]")(n),
+    "subscripts": _chain("SELECT j", "[1]", " FROM t"),
+    "function calls": lambda n: "SELECT " + _wrap("abs(", "a", ")")(n) + " FROM t",
+    "CAST": lambda n: "SELECT " + _wrap("CAST(", "a", " AS int)")(n) + " FROM t",
+    "nested set operations": _wrap("(SELECT 1 UNION ", "SELECT 2", ")"),
+    "view body": lambda n: "CREATE VIEW v AS SELECT " + _wrap("(", "a", ")")(n) + " FROM t",
+    "SUBSCRIBE (query)": lambda n: "SUBSCRIBE " + _wrap("(", "SELECT a FROM t", ")")(n),
+    "EXPLAIN": lambda n: "EXPLAIN SELECT " + _wrap("(", "a", ")")(n) + " FROM t",
+    "INSERT VALUES": lambda n: "INSERT INTO t (a) VALUES (" + _wrap("(", "1", ")")(n - 1) + ")",
+    "UPDATE SET": lambda n: "UPDATE t SET a = " + _wrap("(", "a + 1", ")")(n),
+    "DELETE WHERE": lambda n: "DELETE FROM t WHERE " + _wrap("(", "a = 1", ")")(n),
+}
+# Name → length → a chain of that many operators, casts or items: as deep a tree, with
+# no bracket to count. Each is answered (or refused as too deep), never a traceback.
+CHAINS: dict[str, Callable[[int], str]] = {
+    "jsonb ->": _chain("SELECT j", "->'k'", " FROM t"),
+    "jsonb #>": _chain("SELECT j", "#>'{k}'", "->>'k' FROM t"),
+    ":: casts": _chain("SELECT a", "::int", " FROM t"),
+    "NOT": _chain("SELECT ", "NOT ", "true"),
+    "unary minus": _chain("SELECT ", "- ", "a FROM t"),
+    "+ chain": lambda n: "SELECT " + " + ".join(["a"] * (n + 1)) + " FROM t",
+    "|| chain": lambda n: "SELECT " + " || ".join(["s"] * (n + 1)) + " FROM t",
+    "AND/OR chain": lambda n: "SELECT a FROM t WHERE " + " OR ".join(["a = 1 AND s = 'x'"] * (n + 1)),
+    "IN list": lambda n: "SELECT a FROM t WHERE a IN (" + ", ".join(map(str, range(n + 1))) + ")",
+    "UNION chain": lambda n: " UNION ALL ".join(["SELECT a FROM t"] * (n + 1)),
+    "array type": lambda n: "CREATE TABLE u (c int" + "[]" * n + ")",
+    "block comments": lambda n: "SELECT 1 " + _wrap("/* ", "x", " */")(n),
+}
+NESTINGS = {**BRACKETED, **CHAINS}
+
+# Statements that reached a user as a traceback once (each names the layer it broke).
+REGRESSIONS = {
+    "FROM-first DELETE (planner AttributeError)": "DELETE FROM FROM x",
+    "FROM-first subquery": "SELECT * FROM (FROM t)",
+    "DELETE from a subquery": "DELETE FROM (SELECT 1)",
+    "INSERT DEFAULT VALUES (render KeyError)": "INSERT INTO t DEFAULT VALUES",
+    "DELETE … RETURNING": "DELETE FROM t RETURNING a",
+    "INSERT … ON CONFLICT": "INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING",
+    "UPDATE … FROM": "UPDATE t SET a = 1 FROM t AS u",
+}
+
+
+def hostile_statements(depths: tuple[int, ...] = DEPTHS) -> list[tuple[str, str]]:
+    """(label, statement) for every nesting at every depth, then the regressions."""
+    found = [(f"{name} × {depth}", build(depth)) for name, build in NESTINGS.items() for depth in depths]
+    return found + list(REGRESSIONS.items())
+
+
+def outcome(run: Callable[[str], object], text: str) -> str:
+    """`ok`, the SQLSTATE of the SqlError `run(text)` raised, or the name of anything else
+    it raised (a defect)."""
+    try:
+        run(text)
+    except sluice.SqlError as e:
+        return e.code if isinstance(e.code, str) and len(e.code) == 5 else f"SqlError without SQLSTATE {e.code!r}"
+    except Exception as e:
+        return type(e).__name__
+    return "ok"
+
+
+def is_answer(result: str) -> bool:
+    """Whether an outcome is an answer a user may get: success or an error's SQLSTATE."""
+    return result == "ok" or re.fullmatch(r"[0-9A-Z]{5}", result) is not None
