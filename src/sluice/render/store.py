@@ -116,11 +116,11 @@ class Store:
         record = {"batch": batch, "ingested_ms": ingested_ms, "counts": counts, "totals": totals.__dict__}
         _atomic_write(self.commits / f"{batch}.json", json.dumps(record))
 
-    def frame(self, spark: SparkSession, kind: str) -> DataFrame:
+    def frame(self, spark: SparkSession, batches: list[int], kind: str) -> DataFrame:
         schema = self.schema()
         paths = [
             str(path)
-            for batch in self.committed()
+            for batch in batches
             if (path := self.batches / str(batch) / f"__out={kind}").exists()
         ]
         if not paths:
@@ -128,22 +128,26 @@ class Store:
         return spark.read.schema(schema).parquet(*paths)
 
     def collection(self, spark: SparkSession, desc: SourceDesc) -> Collection:
+        """The source as its batches committed now hold it: every kind is read from the
+        same batches, though more may commit while the frames are made (an upsert row and
+        the retraction replacing it land in one batch)."""
+        batches = self.committed()
+
+        def frame(kind: str) -> DataFrame:
+            return self.frame(spark, batches, kind)
+
         redirected = desc.dead_letter_table is not None
         errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
-        dead_letters = self.frame(spark, "dlq").select("err.*")
+        dead_letters = frame("dlq").select("err.*")
         if desc.envelope == "none":
-            oks = self.frame(spark, "oks").select("row.*")
-            errs = self.frame(spark, "errs").select(*errs_columns)
+            oks = frame("oks").select("row.*")
+            errs = frame("errs").select(*errs_columns)
             log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
             return Collection(oks, errs, oks, log, dead_letters)
-        retracted = self.frame(spark, "retract").select(*IDENTITY)
-        oks = self.frame(spark, "oks").join(retracted, IDENTITY, "left_anti").select("row.*")
-        errs = self.frame(spark, "errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
-        log = (
-            dead_letters.select(*ERRS_COLUMNS)
-            if redirected
-            else self.frame(spark, "log").select(*errs_columns)
-        )
+        retracted = frame("retract").select(*IDENTITY)
+        oks = frame("oks").join(retracted, IDENTITY, "left_anti").select("row.*")
+        errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
+        log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
         return Collection(oks, errs, oks, log, dead_letters)
 
     def committed_offsets(self) -> dict[int, int]:
