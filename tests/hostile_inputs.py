@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 import sluice
+from sluice.errors import InternalError
 from sluice.syntax.query import MAX_NESTING
 
 # Depths tried: the deepest a query may nest, one more, and far more than any stack takes.
@@ -91,17 +92,20 @@ def hostile_statements(depths: tuple[int, ...] = DEPTHS) -> list[tuple[str, str]
 
 
 def outcome(run: Callable[[str], object], text: str) -> str:
-    """`ok`, the SQLSTATE of the SqlError `run(text)` raised, or the name of anything else
-    it raised (a defect)."""
+    """`ok`, the SQLSTATE of the SqlError `run(text)` raised, or what else it raised (a
+    defect): an internal error (a bug sluice caught) or any other exception, named."""
     try:
         run(text)
+    except InternalError as e:
+        return f"internal error: {e.detail}"
     except sluice.SqlError as e:
-        return e.code if isinstance(e.code, str) and len(e.code) == 5 else f"SqlError without SQLSTATE {e.code!r}"
+        return e.code if isinstance(e.code, str) else f"SqlError without SQLSTATE {e.code!r}"
     except Exception as e:
-        return type(e).__name__
+        return f"{type(e).__name__}: {e}"
     return "ok"
 
 
 def is_answer(result: str) -> bool:
-    """Whether an outcome is an answer a user may get: success or an error's SQLSTATE."""
+    """Whether an outcome is an answer a user may get: success or an error's SQLSTATE
+    (not an internal error)."""
     return result == "ok" or re.fullmatch(r"[0-9A-Z]{5}", result) is not None

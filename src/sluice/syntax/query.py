@@ -75,6 +75,14 @@ class SluiceParser(MaterializeParser):
             return None
         return super()._parse_lambda_arg()
 
+    def expression(self, instance, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # `x = SOME(SELECT …)` reads as ANY over a bare query, printed `ANY(SELECT …)`,
+        # which reads back as ANY over a subquery (`ANY (SELECT …)`): make it that at once.
+        bare = isinstance(instance.args.get("this"), exp.Query) and not isinstance(instance.this, exp.Subquery)
+        if isinstance(instance, exp.Any) and bare:
+            instance.set("this", exp.Subquery(this=instance.this))
+        return super().expression(instance, *args, **kwargs)
+
     def _parse_types(self, check_func=False, *args, **kwargs):  # type: ignore[no-untyped-def]
         # Where an expression stands, `ARRAY[…]` is an array, never a type: sqlglot tries a
         # type first, reading the elements, then reads them again (2^depth when nested).
@@ -181,7 +189,7 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     _reject_lenient_shapes(expression, offset, span)
     try:
         sql = expression.sql(dialect=Sluice, comments=False)
-        faithful = _reads_back(sql)
+        faithful = _reads_back(sql, expression)
     except RecursionError:
         raise StatementTooComplex("the query nests expressions too deeply", span=span) from None
     if not faithful:
@@ -257,13 +265,20 @@ def _first_position(node: exp.Expression, offset: int) -> Span | None:
     return None
 
 
-def _reads_back(sql: str) -> bool:
-    """Whether canonical text parses back to itself: the property `to_sql` promises."""
+def _reads_back(sql: str, expression: exp.Expression) -> bool:
+    """Whether canonical text parses back to itself, the property `to_sql` promises, with
+    every clause `expression` has (sqlglot's printer drops some it reads: ON CONFLICT)."""
     try:
         again = sqlglot.parse(sql, dialect=Sluice)
     except SqlglotError:
         return False
-    return len(again) == 1 and again[0] is not None and again[0].sql(dialect=Sluice, comments=False) == sql
+    if len(again) != 1 or again[0] is None or again[0].sql(dialect=Sluice, comments=False) != sql:
+        return False
+    return _clauses(again[0]) == _clauses(expression)
+
+
+def _clauses(expression: exp.Expression) -> set[str]:
+    return {name for name, value in expression.args.items() if value not in (None, False, [])}
 
 
 def _translate(error: _PositionedError, offset: int) -> ParseError:
