@@ -3,7 +3,8 @@
 `NESTINGS` builds every construct sluice's SQL can nest (parentheses, subqueries, CASE,
 arrays, JSON paths, calls, casts, unary and binary operator chains, set operations, …)
 to a given depth: `BRACKETED` those nested by brackets (or CASE), `CHAINS` the rest; `hostile_statements` adds statements that once crashed a layer below
-the parser. `outcome` runs one text through `sluice.parse`, `Session.execute` or a script
+the parser; corrupt catalogs, malformed schema-registry answers (served by
+`HostileRegistry`) and `random_texts` complete the corpus. `outcome` runs one text through `sluice.parse`, `Session.execute` or a script
 and names what came back: `ok`, the SQLSTATE of the `SqlError`, or the name of any other
 exception — which no entry point may ever raise. tests/test_hostile_inputs.py asserts on
 these and bench/fault_inputs.py counts them.
@@ -11,8 +12,11 @@ these and bench/fault_inputs.py counts them.
 
 from __future__ import annotations
 
+import random
 import re
+import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import sluice
 from sluice.errors import InternalError
@@ -89,6 +93,73 @@ def hostile_statements(depths: tuple[int, ...] = DEPTHS) -> list[tuple[str, str]
     """(label, statement) for every nesting at every depth, then the regressions."""
     found = [(f"{name} × {depth}", build(depth)) for name, build in NESTINGS.items() for depth in depths]
     return found + list(REGRESSIONS.items())
+
+
+# catalog.json contents a session must refuse as corrupt (XX001), leaving them as they are.
+CORRUPT_CATALOGS = {
+    "not UTF-8": b"\xff\xfe{",
+    "nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+    "items not a list": b'{"format": "sluice-catalog", "version": 1, "next_id": 1, "items": 5}',
+}
+
+
+class HostileRegistry:
+    """A schema registry answering every request with one fixed (malformed) body."""
+
+    def __init__(self) -> None:
+        self.body = b"{}"
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(registry.body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+MALFORMED_REGISTRY_ANSWERS = [
+    b'{"id": "seven", "schema": "\\"string\\""}',
+    b'{"id": true, "schema": "\\"string\\""}',
+    b'{"id": 1}',
+    b'{"id": 1, "schema": 5}',
+    b'{"id": 1, "schema": "not json"}',
+    b'{"id": 1, "schema": "{\\"type\\": \\"nonsense\\"}"}',
+    b'{"id": 1, "schema": "' + b"[" * 5000 + b'"}',
+    b"[1, 2]",
+    b'"schema"',
+    b"null",
+    b"not json at all",
+    b"\xff\xfe",
+    b"[" * 100_000,
+]
+
+
+_WORDS = [
+    "SELECT", "FROM", "WHERE", "CREATE", "SOURCE", "VIEW", "TABLE", "DELETE", "INSERT", "INTO", "UPDATE",
+    "SET", "VALUES", "WITH", "AS", "JOIN", "ON", "CASE", "WHEN", "THEN", "END", "ARRAY", "NOT", "IGNORE",
+    "ONLY", "ERRORS", "SUBSCRIBE", "EXPLAIN", "SHOW", "DROP", "t", "a", "j", "(", ")", "[", "]", ",", ";",
+    "'x'", '"q"', "1", "->", "::", "=", "+", "*", "$$", "--", "/*", "\x00", "\xff",
+]
+
+
+def random_texts(count: int, seed: int = 14) -> list[str]:
+    """Arbitrary statement text, the same for a seed: word salads and random characters."""
+    rng = random.Random(seed)
+    texts = []
+    for i in range(count):
+        if i % 2:
+            texts.append(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 20))))
+        else:
+            characters = (chr(rng.choice([rng.randint(0, 127), rng.randint(0, 0x10FFFF)])) for _ in range(rng.randint(0, 30)))
+            texts.append("".join(characters).encode("utf-8", "replace").decode())  # no lone surrogates
+    return texts
 
 
 def outcome(run: Callable[[str], object], text: str) -> str:

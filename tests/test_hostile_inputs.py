@@ -22,10 +22,13 @@ from sluice.errors import InternalError, StatementTooComplex, as_sql_error, user
 from tests.hostile_inputs import (
     BRACKETED,
     CHAINS,
+    CORRUPT_CATALOGS,
     DEPTHS,
+    MALFORMED_REGISTRY_ANSWERS,
     MAX_NESTING,
     REGRESSIONS,
     SETUP,
+    HostileRegistry,
     hostile_statements,
     is_answer,
     outcome,
@@ -169,50 +172,12 @@ def test_arbitrary_text_through_the_session_is_answered(text) -> None:
 
 
 def test_a_catalog_that_is_not_utf8_or_nests_too_deeply_is_corrupt(tmp_path) -> None:
-    for name, content in [("bytes", b"\xff\xfe{"), ("deep", b"[" * 100_000 + b"]" * 100_000)]:
+    for name, content in CORRUPT_CATALOGS.items():
         data_dir = tmp_path / name
         data_dir.mkdir()
         (data_dir / "catalog.json").write_bytes(content)
         assert outcome(sluice.Session, str(data_dir)) == "XX001", name
         assert (data_dir / "catalog.json").read_bytes() == content  # left as it was
-
-
-class HostileRegistry:
-    """A schema registry answering every request with one fixed (malformed) body."""
-
-    def __init__(self) -> None:
-        self.body = b"{}"
-        registry = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(registry.body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-MALFORMED_ANSWERS = [
-    b'{"id": "seven", "schema": "\\"string\\""}',
-    b'{"id": true, "schema": "\\"string\\""}',
-    b'{"id": 1}',
-    b'{"id": 1, "schema": 5}',
-    b'{"id": 1, "schema": "not json"}',
-    b'{"id": 1, "schema": "{\\"type\\": \\"nonsense\\"}"}',
-    b'{"id": 1, "schema": "' + b"[" * 5000 + b'"}',
-    b"[1, 2]",
-    b'"schema"',
-    b"null",
-    b"not json at all",
-    b"\xff\xfe",
-    b"[" * 100_000,
-]
 
 
 def test_malformed_registry_answers_are_errors_not_tracebacks() -> None:
@@ -223,7 +188,7 @@ def test_malformed_registry_answers_are_errors_not_tracebacks() -> None:
             session.execute("CREATE CONNECTION k TO KAFKA (BROKER '127.0.0.1:1')")
             create = "CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr"
             answers = {}
-            for body in MALFORMED_ANSWERS:
+            for body in MALFORMED_REGISTRY_ANSWERS:
                 registry.body = body
                 answers[body[:40]] = outcome(session.execute, create)
     finally:

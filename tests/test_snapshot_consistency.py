@@ -4,8 +4,7 @@ part 7).
 A producer thread keeps updating every key of an ENVELOPE UPSERT topic while queries run,
 and a pause injected between the query's reads of the source's store (until another
 micro-batch has committed) or between its two references to the source lets the source
-move on in between. A query must still see
-each key once: all its reads of a source — rows, retractions, errors, dead letters — come
+move on in between. A query must still see each key once: all its reads of a source — rows, retractions, errors, dead letters — come
 from the same committed batches (from the same offset ranges, for a source read from
 Kafka). On main the reads listed the store's batches one by one, and such a query
 returned keys twice.
@@ -13,69 +12,15 @@ returned keys twice.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.render import query as query_module
 from sluice.render.store import Store
+from tests.moving_topic import KEYS, Producer, paused, until_a_commit
 
-KEYS = [f"k{i}" for i in range(10)]
-PAUSE_SECONDS = 0.4  # a pause between two reads of a query, while the producer writes on
-COMMIT_WAIT_SECONDS = 15.0
 QUERIES = 2
-
-
-class Producer:
-    """Rounds of one new value for every key, until stopped; counts what it produced."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.rounds = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.rounds += 1
-            produce(self.bootstrap, self.topic, [(k.encode(), f"v{self.rounds}".encode()) for k in KEYS])
-            time.sleep(0.05)
-
-    def __enter__(self) -> Producer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
-def _paused(original):
-    def paused(*args, **kwargs):
-        result = original(*args, **kwargs)
-        time.sleep(PAUSE_SECONDS)
-        return result
-
-    return paused
-
-
-def _until_a_commit(original):
-    """`Store.frame` pausing after it reads an upsert source's retractions until the stream
-    has committed another micro-batch (or `COMMIT_WAIT_SECONDS` passed): the moment a read
-    of the rows listed anew would see new rows whose retractions it missed."""
-
-    def frame(store, *args, **kwargs):
-        before = store.committed()
-        result = original(store, *args, **kwargs)
-        deadline = time.monotonic() + COMMIT_WAIT_SECONDS
-        while args[-1] == "retract" and store.committed() == before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return result
-
-    return frame
 
 
 @pytest.fixture
@@ -101,7 +46,7 @@ def test_a_continuously_ingested_upsert_source_is_read_from_one_set_of_batches(
         "KEY FORMAT TEXT VALUE FORMAT TEXT ENVELOPE UPSERT WITH (REDIRECT ERRORS = u_dlq)"
     )
     assert sorted(r[0] for r in session.execute("SELECT key FROM u").rows) == KEYS  # ingesting
-    monkeypatch.setattr(Store, "frame", _until_a_commit(Store.frame))
+    monkeypatch.setattr(Store, "frame", until_a_commit(Store.frame))
     with Producer(kafka.bootstrap, "moving") as producer:
         _assert_each_key_once(session, "SELECT key FROM u")
     assert producer.rounds > 1
@@ -114,7 +59,7 @@ def test_two_references_to_a_source_read_from_kafka_see_the_same_offsets(
         "CREATE SOURCE u FROM KAFKA CONNECTION kafka (TOPIC 'moving') "
         "KEY FORMAT TEXT VALUE FORMAT TEXT ENVELOPE UPSERT"
     )
-    monkeypatch.setattr(query_module.QueryRenderer, "relation", _paused(query_module.QueryRenderer.relation))
+    monkeypatch.setattr(query_module.QueryRenderer, "relation", paused(query_module.QueryRenderer.relation))
     with Producer(kafka.bootstrap, "moving") as producer:
         # Each key's latest value on both sides: one row per key only if both sides read
         # the topic up to the same offsets.
