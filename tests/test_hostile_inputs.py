@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

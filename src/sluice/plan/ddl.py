@@ -17,9 +17,9 @@ from sluice.errors import (
     UndefinedObject,
     WrongObjectType,
 )
-from sluice.plan.names import SCHEMA_QUALIFIERS, ensure_free, item_name, resolve
+from sluice.plan.names import ensure_free, item_name, resolve
 from sluice.plan.plans import DropPlan, NoticePlan, WritePlan
-from sluice.plan.queries import plan_query, table_span
+from sluice.plan.queries import plan_query, table_item, table_span
 from sluice.plan.timelines import single_timeline
 from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
@@ -323,12 +323,7 @@ def plan_write(statement: ast.BodyStatement, catalog: Catalog) -> WritePlan:
         if clause is not None:
             words = _CLAUSE_NAMES.get(clause, clause.upper().replace("_", " "))
             raise FeatureNotSupported(f"{verb} with {words} is not supported", span=span)
-    qualifiers = tuple(p.name for p in (table.args.get("catalog"), table.args.get("db")) if p)
-    if qualifiers and qualifiers not in SCHEMA_QUALIFIERS:
-        raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
-    item = catalog.get(table.name)
-    if item is None:
-        raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+    item = table_item(table, catalog, span)
     if item.kind == kinds.DEAD_LETTER_TABLE:
         raise WrongObjectType(f'cannot modify dead-letter table "{item.name}"', span=span)
     if item.kind != kinds.TABLE:
