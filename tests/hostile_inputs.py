@@ -2,12 +2,13 @@
 
 `NESTINGS` builds every construct sluice's SQL can nest (parentheses, subqueries, CASE,
 arrays, JSON paths, calls, casts, unary and binary operator chains, set operations, …)
-to a given depth: `BRACKETED` those nested by brackets (or CASE), `CHAINS` the rest; `hostile_statements` adds statements that once crashed a layer below
-the parser; corrupt catalogs, malformed schema-registry answers (served by
-`HostileRegistry`) and `random_texts` complete the corpus. `outcome` runs one text through `sluice.parse`, `Session.execute` or a script
-and names what came back: `ok`, the SQLSTATE of the `SqlError`, or the name of any other
-exception — which no entry point may ever raise. tests/test_hostile_inputs.py asserts on
-these and bench/fault_inputs.py counts them.
+to a given depth: `BRACKETED` those nested by brackets (or CASE), `CHAINS` the rest.
+`hostile_statements` adds statements that once crashed a layer below the parser; corrupt
+catalogs, malformed schema-registry answers (served by `HostileRegistry`) and
+`random_texts` complete the corpus. `outcome` runs one text through an entry point and
+names what came back: `ok`, the SQLSTATE of the `SqlError`, or else an internal error or
+another exception — which no entry point may answer with. tests/test_hostile_inputs.py
+asserts on these and bench/fault_inputs.py counts them.
 """
 
 from __future__ import annotations
