@@ -6,7 +6,12 @@ sqlglot, Spark, Kafka) are translated into one of these at the boundary where th
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +185,68 @@ class SourceFailed(ExternalSystemError):
         )
         self.source = source
         self.reason = reason
+
+
+class StatementTooComplex(SqlError):
+    """A statement nested more deeply than sluice can take (PostgreSQL's 54001, whose
+    message this keeps)."""
+
+    code = "54001"
+
+    def __init__(self, detail: str, *, span: Span | None = None) -> None:
+        super().__init__("stack depth limit exceeded", span=span, detail=detail)
+
+
+class OutOfMemory(SqlError):
+    code = "53200"
+
+
+class CharacterNotInRepertoire(SqlError):
+    """Input that is not UTF-8 text."""
+
+    code = "22021"
+
+
+class InternalError(SqlError):
+    """A failure that is a bug in sluice, not the user's: DETAIL names the Python error."""
+
+    code = "XX000"
+
+
+# What crosses an entry point as it is: errors already told in SQL terms, the end of an
+# iteration, and interruptions (Ctrl-C, exit).
+_PASSED = (SqlError, StopIteration, KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def as_sql_error(error: BaseException) -> SqlError:
+    """`error` as the SqlError a user sees: itself if it is one; a statement too deep for
+    the interpreter's stack (54001); input that is not UTF-8 (22021, PostgreSQL's text);
+    memory exhausted (53200); else an internal error (XX000)."""
+    if isinstance(error, SqlError):
+        return error
+    if isinstance(error, RecursionError):
+        return StatementTooComplex("the statement nests expressions too deeply")
+    if isinstance(error, UnicodeDecodeError):
+        byte = error.object[error.start : error.start + 1].hex()
+        return CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": 0x{byte}')
+    if isinstance(error, MemoryError):
+        return OutOfMemory("out of memory", detail="the statement needed more memory than there is")
+    first_line = next(iter(str(error).strip().splitlines()), "")
+    named = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
+    return InternalError("internal error", detail=named, hint="this is a bug in sluice; please report it")
+
+
+def user_errors(function: Callable[..., T]) -> Callable[..., T]:
+    """Make `function` an entry point: whatever it raises reaches its caller as a
+    `SqlError` (`as_sql_error`); an iterator's end and an interruption pass as they are."""
+
+    @functools.wraps(function)
+    def entry_point(*args, **kwargs) -> T:
+        try:
+            return function(*args, **kwargs)
+        except _PASSED:
+            raise
+        except BaseException as e:
+            raise as_sql_error(e) from e
+
+    return entry_point

@@ -8,7 +8,8 @@ goes to the secret store, outside the catalog); SHOW and EXPLAIN return
 rows; SELECT reads its sources and tables on Spark (started only then) — a snapshot from
 Kafka, or, for continuously ingested sources, their committed batches once caught up —
 and INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE streams changes
-(`subscribe`); as a statement it returns the current contents.
+(`subscribe`); as a statement it returns the current contents. Each public method is an
+entry point: whatever fails in it reaches the caller as a `SqlError`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from sluice.catalog import items as kinds
 from sluice.catalog.lock import DataDirectoryLock
 from sluice.catalog.secrets import SecretStore, connection_options, registry_login
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import ExternalSystemError, FeatureNotSupported, UndefinedObject, WrongObjectType
+from sluice.errors import (
+    ExternalSystemError,
+    FeatureNotSupported,
+    UndefinedObject,
+    WrongObjectType,
+    user_errors,
+)
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import (
     CreatePlan,
@@ -58,6 +65,7 @@ class Session:
     whether their topic exists, and a materialized view's ingestion starts with the first
     statement that reads data rather than at CREATE (`sluice plan`, tests of planning)."""
 
+    @user_errors
     def __init__(self, data_dir: str | Path | None = None, *, check_kafka: bool = True) -> None:
         self.check_kafka = check_kafka
         self._temporary = None
@@ -98,19 +106,24 @@ class Session:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @user_errors
     def execute(self, sql: str) -> Result:
         return self.execute_statement(parse_one(sql))
 
+    @user_errors
     def execute_script(self, text: str) -> list[Result]:
         """Every statement of the script, in order; a syntax error anywhere runs nothing."""
         return [self.execute_statement(s) for s in parse(text)]
 
+    @user_errors
     def plan(self, statement: ast.Statement):
         return plan(statement, self.catalog.current, self._facts(statement))
 
+    @user_errors
     def execute_statement(self, statement: ast.Statement) -> Result:
         return self.apply(self.plan(statement), statement)
 
+    @user_errors
     def apply(self, planned: Plan, statement: ast.Statement) -> Result:
         """Carry out a plan made by `plan` from the current catalog."""
         current = self.catalog.current
@@ -167,6 +180,7 @@ class Session:
             detail="the statement was planned successfully",
         )
 
+    @user_errors
     def subscribe(self, sql: str):
         """`SUBSCRIBE x` or `SUBSCRIBE (query)` as an iterator of `(mz_timestamp, mz_diff,
         columns…)` rows: the current contents, then changes as they are ingested, until

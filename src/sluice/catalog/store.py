@@ -122,16 +122,16 @@ class DurableCatalog:
 
     def _load(self) -> Catalog:
         try:
-            raw = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return Catalog(secrets=self.secrets)
         except OSError as e:
             raise CatalogCorrupt(f"cannot read catalog {str(self.path)!r}: {e.strerror}") from None
         try:
-            data = json.loads(raw)
+            data = json.loads(raw.decode("utf-8"))
             if data.get("format") != FORMAT:
                 raise ValueError("not a sluice catalog")
-        except (ValueError, AttributeError) as e:
+        except (ValueError, AttributeError, RecursionError) as e:  # UnicodeDecodeError too
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
                 hint="the file was left untouched; restore it from a backup or move it away",
@@ -145,7 +145,7 @@ class DurableCatalog:
             )
         try:
             return Catalog.from_json(data, self.secrets)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
                 hint="the file was left untouched; restore it from a backup or move it away",

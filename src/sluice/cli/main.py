@@ -13,6 +13,7 @@ on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or
 each result; it stops at the first error (exit status 1) unless told to keep going.
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
+Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 
 from sluice.cli.describe import describe_plan
 from sluice.cli.table import result_text
-from sluice.errors import SqlError, format_error
+from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.syntax import parse, parse_statement
 from sluice.syntax.ast import dump
@@ -186,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["repl", *argv]  # `sluice` alone (or with the shell's flags) is the shell
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        return 130  # as a shell reports a command ended by SIGINT
+    except Exception as e:  # the command's boundary: what no statement caught
+        print(format_error(as_sql_error(e)), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

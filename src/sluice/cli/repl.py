@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from sluice.catalog import items as kinds
 from sluice.cli.table import format_table, result_text
-from sluice.errors import ExternalSystemError, SqlError, format_error
+from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
 from sluice.session import Session
 from sluice.syntax import ast, parse_statement, redact_secrets
@@ -362,6 +362,8 @@ class Repl:
             self.run_script(text)
         except (Cancelled, KeyboardInterrupt):
             self.write("cancelled")
+        except Exception as e:  # the shell's boundary: shown, and the session goes on
+            self.write(format_error(as_sql_error(e)))
         return True
 
     def run_script(self, text: str) -> None:
@@ -384,13 +386,10 @@ class Repl:
                 own_text = redact_secrets(text[start:end])
                 result = self._on_spark(own_text, lambda: self.session.apply(planned, statement))
                 self.write(result_text(result))
-        except SqlError as e:
-            self.write(format_error(e, text))
         except Cancelled:
             raise
-        except Exception as e:  # a bug in sluice: say so (its first line) and keep the session
-            first_line = next(iter(str(e).strip().splitlines()), "")
-            self.write(f"ERROR:  internal error: {type(e).__name__}: {first_line}")
+        except Exception as e:  # shown with its caret; the script's next statement runs
+            self.write(format_error(as_sql_error(e), text))
         if self.timing:
             self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sluice.errors import SqlError, format_error
+from sluice.errors import InternalError, SqlError, as_sql_error, format_error
 from sluice.values import slt_value
 
 ENGINE = "postgresql"  # what `skipif` / `onlyif` call sluice
@@ -358,15 +358,8 @@ class FileRunner:
                 self._run(record)
             except RecordFailed as failure:
                 self._fail(record, str(failure), failure.lines)
-            except SqlError as e:  # a Kafka directive the broker refused
-                self._fail(record, f"{record.kind} failed: {e.message}", [f"    {record.header}"])
-            except Exception as e:  # a bug in sluice (or here): report it, keep going
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                self._fail(
-                    record,
-                    f"crashed: {type(e).__name__}: {e}",
-                    self._sql_lines(record) + [f"  at {where.filename}:{where.lineno} in {where.name}"],
-                )
+            except Exception as e:  # reported, and the file goes on
+                self._fail(record, *self._failure(record, e))
             else:
                 self.result.passed += 1
         if self.rewrite and self.edits:
@@ -413,6 +406,19 @@ class FileRunner:
         else:  # pragma: no cover - parse makes no other kinds
             raise RecordFailed(f"unknown record kind {record.kind}")
 
+    def _failure(self, record: Record, error: Exception) -> tuple[str, list[str]]:
+        """What a record that raised is reported as: a Kafka directive the broker refused,
+        or a crash — an internal error of sluice, or a bug here — with where it happened."""
+        reported = as_sql_error(error)
+        if not isinstance(reported, InternalError):
+            return f"{record.kind} failed: {reported.message}", [f"    {record.header}"]
+        original = error.__cause__ if isinstance(error, InternalError) and error.__cause__ else error
+        where = traceback.extract_tb(original.__traceback__)[-1]
+        return (
+            f"crashed: {reported.detail}",
+            self._sql_lines(record) + [f"  at {where.filename}:{where.lineno} in {where.name}"],
+        )
+
     def _sql(self, record: Record) -> str:
         return record.sql.replace(KAFKA_ADDR, self.bootstrap)
 
@@ -422,13 +428,16 @@ class FileRunner:
         return ["    " + line for line in record.sql.split("\n")]
 
     def _execute(self, record: Record, *, one: bool) -> tuple[Any, SqlError | None]:
-        """(result, None) or (None, the SqlError); other exceptions propagate (crashes)."""
+        """(result, None) or (None, the SqlError); an internal error propagates (a crash,
+        which no expected error may match)."""
         sql = self._sql(record)
         try:
             if one:
                 return self.session.execute(sql), None
             results = self.session.execute_script(sql)
             return (results[-1] if results else None), None
+        except InternalError:
+            raise
         except SqlError as e:
             return None, e
 

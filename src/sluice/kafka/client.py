@@ -112,20 +112,26 @@ class Consumer(confluent_kafka.Consumer):
 
 
 def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> Consumer:
-    """A consumer of sluice's settings; with `retry`, reconnecting by its backoff."""
-    return Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "sluice",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            # A deleted offset is an error to report, never a silent jump to either end.
-            "auto.offset.reset": "error",
-            "fetch.wait.max.ms": 10,
-            **(retry.client_config() if retry is not None else {}),
-            **config,
-        }
-    )
+    """A consumer of sluice's settings; with `retry`, reconnecting by its backoff. A
+    `KafkaReadError` if librdkafka refuses the connection's configuration (a value it does
+    not know, a certificate it cannot read)."""
+    try:
+        return Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "sluice",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                # A deleted offset is an error to report, never a silent jump to either end.
+                "auto.offset.reset": "error",
+                "fetch.wait.max.ms": 10,
+                **(retry.client_config() if retry is not None else {}),
+                **config,
+            }
+        )
+    except (KafkaException, ValueError, TypeError) as e:
+        reason = e.args[0].str() if isinstance(e, KafkaException) else str(e)
+        raise KafkaReadError(f"invalid connection configuration: {reason}") from None
 
 
 class TopicWatermarks:

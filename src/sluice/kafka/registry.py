@@ -35,7 +35,10 @@ class SchemaRegistry:
         data = self._get(f"/subjects/{quoted}/versions/latest", what)
         if data is None:
             raise ExternalSystemError(f"{what} not found in schema registry {self.url}")
-        return int(data["id"]), data["schema"]
+        schema_id = data.get("id")
+        if type(schema_id) is not int:  # bool is an int to isinstance
+            raise ExternalSystemError(f"schema registry {self.url} sent no schema id for {what}")
+        return schema_id, data["schema"]
 
     def by_id(self, schema_id: int, timeout: float = TIMEOUT_SECONDS) -> str | None:
         """The schema with id `schema_id`; None if the registry has no schema of that id."""
@@ -84,10 +87,10 @@ class SchemaRegistry:
             raise ExternalSystemUnavailable(
                 f"cannot reach schema registry {self.url}: {reason}"
             ) from None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what json can read
             raise ExternalSystemError(
                 f"schema registry {self.url} sent invalid JSON for {what}"
             ) from None
-        if not isinstance(data, dict) or "schema" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("schema"), str):
             raise ExternalSystemError(f"schema registry {self.url} sent no schema for {what}")
         return data

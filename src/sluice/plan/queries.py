@@ -167,12 +167,7 @@ def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> li
                     span=span,
                 )
             continue
-        qualifiers = tuple(p.name for p in (table.args.get("catalog"), table.args.get("db")) if p)
-        if qualifiers and qualifiers not in SCHEMA_QUALIFIERS:
-            raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
-        item = catalog.get(table.name)
-        if item is None:
-            raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+        item = table_item(table, catalog, span)
         if item.kind not in kinds.RELATIONS:
             raise WrongObjectType(f'"{item.name}" is {kinds.a_kind(item.kind)}, not a relation', span=span)
         errors = table.args.get(ERRORS_MODIFIER)
@@ -183,6 +178,17 @@ def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> li
             )
         references.append(_Reference(table, item, errors))
     return references
+
+
+def table_item(table: exp.Table, catalog: Catalog, span: Span | None) -> Item:
+    """The catalog item a table reference names (`x`, `public.x`, `materialize.public.x`)."""
+    qualifiers = tuple(p.name for p in (table.args.get("catalog"), table.args.get("db")) if p)
+    if qualifiers and qualifiers not in SCHEMA_QUALIFIERS:
+        raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
+    item = catalog.get(table.name)
+    if item is None:
+        raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+    return item
 
 
 def table_span(table: exp.Table, body: QueryBody) -> Span | None:

@@ -1,7 +1,8 @@
 """SUBSCRIBE: a relation's changes as `(mz_timestamp, mz_diff, columns…)` rows — first its
 current contents, then, each time a source it reads commits a micro-batch (or a table it
 reads is written), the difference from what was last emitted. An error in the relation
-ends the subscription with the error's text.
+ends the subscription with the error's text; any other failure reaches the reader as a
+`SqlError` too.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable
 from typing import Any
+
+from sluice.errors import user_errors
 
 POLL_SECONDS = 0.2
 
@@ -34,6 +37,7 @@ class Subscription:
     def __iter__(self) -> Subscription:
         return self
 
+    @user_errors
     def __next__(self) -> tuple:
         while not self._pending:
             if self._closed:
@@ -56,6 +60,7 @@ class Subscription:
         self._pending.extend((timestamp, n, *row) for row, n in sorted(added.items(), key=repr))
         return bool(removed or added)
 
+    @user_errors
     def snapshot(self) -> list[tuple]:
         """The current contents as changes (what SUBSCRIBE shows first)."""
         self.poll()

@@ -1,14 +1,16 @@
 """Text → typed AST for the sluice dialect (and AST → canonical SQL via `to_sql`).
 
 The only package that imports Lark. `parse` splits a script into statements, parses each
-with the cached LALR parser and builds the AST; every failure is a `ParseError`.
+with the cached LALR parser and builds the AST; every failure is a `SqlError`: a
+`ParseError` for text that is not the dialect, `StatementTooComplex` for a statement nested
+too deeply, and (a bug) an internal error naming the Python one.
 """
 
 from __future__ import annotations
 
 from lark.exceptions import UnexpectedInput
 
-from sluice.errors import ParseError, Span
+from sluice.errors import ParseError, Span, user_errors
 from sluice.syntax import ast
 from sluice.syntax.builder import Builder
 from sluice.syntax.diagnostics import translate
@@ -18,11 +20,13 @@ from sluice.syntax.splitter import split_statements
 __all__ = ["ast", "parse", "parse_one", "parse_statement", "redact_secrets"]
 
 
+@user_errors
 def parse(text: str) -> list[ast.Statement]:
     """Every statement of a `;`-separated script, spans absolute in `text`."""
     return [parse_statement(text, start, end) for start, end in split_statements(text)]
 
 
+@user_errors
 def parse_one(text: str) -> ast.Statement:
     """Exactly one statement (a trailing `;` is allowed)."""
     pieces = list(split_statements(text))
@@ -33,6 +37,7 @@ def parse_one(text: str) -> ast.Statement:
     return parse_statement(text, *pieces[0])
 
 
+@user_errors
 def parse_statement(text: str, start: int, end: int) -> ast.Statement:
     """The statement in `text[start:end]`."""
     statement = text[start:end]

@@ -1,7 +1,8 @@
 """Query bodies: the sqlglot dialect sluice reads (Materialize plus `IGNORE/ONLY ERRORS`).
 
 `parse_query` turns the text of a SELECT/INSERT/UPDATE/DELETE or a view body into a
-`QueryBody`; every sqlglot failure becomes a `ParseError` pointing into the script.
+`QueryBody`; every sqlglot failure becomes a `ParseError` pointing into the script, and a
+query nested too deeply for sqlglot's recursion a `StatementTooComplex`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlglot.generators.materialize import MaterializeGenerator
 from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import Token, TokenType
 
-from sluice.errors import FeatureNotSupported, ParseError, Span
+from sluice.errors import FeatureNotSupported, ParseError, Span, StatementTooComplex
 from sluice.syntax.ast import QueryBody
 from sluice.syntax.splitter import find_unterminated
 
@@ -25,6 +26,13 @@ from sluice.syntax.splitter import find_unterminated
 ERRORS_MODIFIER = "errors_modifier"
 _MODIFIERS = {"IGNORE", "ONLY"}
 _MODIFIED = {TokenType.VAR, TokenType.IDENTIFIER, TokenType.L_PAREN}
+
+# Parentheses, brackets and CASE … END nest at most this deep in a query: sqlglot parses
+# each level by recursion (about twenty Python frames), and planning and rendering walk
+# the tree recursively again, so a deeper query would exhaust the interpreter's stack.
+MAX_NESTING = 32
+_OPENING = {TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE, TokenType.CASE}
+_CLOSING = {TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE, TokenType.END}
 
 
 class _PositionedError(SqlglotParseError):
@@ -51,6 +59,42 @@ class SluiceTokenizer(Materialize.Tokenizer):
 class SluiceParser(MaterializeParser):
     # PostgreSQL has no lambdas: `f(data->'k')` applies jsonb's `->`, it does not define one.
     LAMBDAS: ClassVar = {k: v for k, v in MaterializeParser.LAMBDAS.items() if k != TokenType.ARROW}
+
+    def _parse_select_query(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # PostgreSQL has no FROM-first queries (DuckDB's `FROM t` for `SELECT * FROM t`):
+        # `DELETE FROM FROM t` is a syntax error, not a DELETE from a subquery.
+        if self._curr is not None and self._curr.token_type == TokenType.FROM:
+            return None
+        return super()._parse_select_query(*args, **kwargs)
+
+    def _parse_lambda_arg(self):  # type: ignore[no-untyped-def]
+        # A lambda's argument (`k => v`) is one word. Materialize's parser reads a whole
+        # field, so each nested call `f(g(…))` was parsed, dropped and parsed again:
+        # 2^depth work.
+        if self._next is None or self._next.token_type not in self.LAMBDAS:
+            return None
+        return super()._parse_lambda_arg()
+
+    def expression(self, instance, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # `x = SOME(SELECT …)` reads as ANY over a bare query, printed `ANY(SELECT …)`,
+        # which reads back as ANY over a subquery (`ANY (SELECT …)`): make it that at once.
+        bare = isinstance(instance.args.get("this"), exp.Query) and not isinstance(instance.this, exp.Subquery)
+        if isinstance(instance, exp.Any) and bare:
+            instance.set("this", exp.Subquery(this=instance.this))
+        return super().expression(instance, *args, **kwargs)
+
+    def _parse_types(self, check_func=False, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # Where an expression stands, `ARRAY[…]` is an array, never a type: sqlglot tries a
+        # type first, reading the elements, then reads them again (2^depth when nested).
+        if (
+            check_func
+            and self._curr is not None
+            and self._curr.token_type == TokenType.ARRAY
+            and self._next is not None
+            and self._next.token_type == TokenType.L_BRACKET
+        ):
+            return None
+        return super()._parse_types(check_func, *args, **kwargs)
 
     def raise_error(self, message: str, token: Token | None = None) -> None:
         # sqlglot blames the last token read when the text ran out; we blame the end.
@@ -122,7 +166,10 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     """
     span = Span(offset, offset + len(text))
     try:
-        expressions = sqlglot.parse(text, dialect=Sluice)
+        dialect = Sluice()
+        tokens = dialect.tokenize(text)
+        _check_nesting(tokens, offset)
+        expressions = dialect.parser().parse(tokens, text)
     except _PositionedError as e:
         raise _translate(e, offset) from None
     except TokenError as e:
@@ -130,6 +177,8 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
         raise ParseError(message, span=Span(offset + position, offset + position + 1)) from None
     except SqlglotError as e:
         raise ParseError(f"could not read query: {e}", span=span) from None
+    except RecursionError:
+        raise StatementTooComplex("the query nests expressions too deeply", span=span) from None
     expressions = [e for e in expressions if e is not None]
     if len(expressions) != 1 or not isinstance(expressions[0], _KINDS[kind]):
         raise ParseError(f"Expected {'a query' if kind.islower() else kind}", span=span)
@@ -138,8 +187,12 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
         while isinstance(expression, exp.Subquery) and not expression.alias:
             expression = expression.this
     _reject_lenient_shapes(expression, offset, span)
-    sql = expression.sql(dialect=Sluice, comments=False)
-    if not _reads_back(sql):
+    try:
+        sql = expression.sql(dialect=Sluice, comments=False)
+        faithful = _reads_back(sql, expression)
+    except RecursionError:
+        raise StatementTooComplex("the query nests expressions too deeply", span=span) from None
+    if not faithful:
         raise FeatureNotSupported(
             "sluice cannot represent this query faithfully",
             span=span,
@@ -148,9 +201,37 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     return QueryBody(sql, expression, span=span)
 
 
+def _check_nesting(tokens: list[Token], offset: int) -> None:
+    """Refuse a query whose brackets nest deeper than `MAX_NESTING`, before sqlglot's
+    recursion meets them; the caret points at the first bracket too many. Subscripts in a
+    row (`a[1][2]`) nest too: sqlglot reads each inside the one before."""
+    levels: list[int] = []  # per open bracket, how many levels of nesting it stands for
+    depth = carried = 0
+    for token, following in zip(tokens, [*tokens[1:], None]):
+        if token.token_type in _OPENING:
+            levels.append(carried + 1)
+            depth += carried + 1
+            carried = 0
+            if depth > MAX_NESTING:
+                start = offset + token.start
+                raise StatementTooComplex(
+                    f"parentheses, brackets and CASE expressions nest more than {MAX_NESTING} deep",
+                    span=Span(start, offset + token.end + 1),
+                )
+        elif token.token_type in _CLOSING and levels:
+            closed = levels.pop()
+            depth -= closed
+            subscript_follows = (
+                token.token_type == TokenType.R_BRACKET
+                and following is not None
+                and following.token_type == TokenType.L_BRACKET
+            )
+            carried = closed if subscript_follows else 0
+
+
 # Shapes sqlglot accepts leniently although they are not SQL; passed through, each would
 # silently become another query (`SELECT a JOIN b` → `SELECT a, b`).
-_LENIENT_SHAPES: list[tuple[type[exp.Expression], str, object]] = [
+_LENIENT_SHAPES: list[tuple[type[exp.Expression] | tuple[type[exp.Expression], ...], str, object]] = [
     (exp.Select, "JOIN requires a FROM clause", lambda e: e.args.get("joins") and not e.args.get("from_")),
     (exp.Select, "LATERAL must follow a comma or JOIN", lambda e: e.args.get("laterals")),
     (exp.Update, "UPDATE requires SET", lambda e: not e.args.get("expressions")),
@@ -158,7 +239,15 @@ _LENIENT_SHAPES: list[tuple[type[exp.Expression], str, object]] = [
     (exp.TableAlias, "Expected comma between VALUES rows", lambda e: e.this is None and e.args.get("columns")),
     (exp.Insert, "INSERT requires VALUES or a query", lambda e: e.args.get("expression") is None and not e.args.get("default")),
     (exp.Delete, "DELETE requires FROM", lambda e: e.args.get("tables") and not e.args.get("this")),
+    ((exp.Insert, exp.Update, exp.Delete), "Expected table name", lambda e: not _names_table(e.this)),
 ]
+
+
+def _names_table(target: exp.Expression | None) -> bool:
+    """Whether a write's target is a table's name (INSERT's with its column list)."""
+    if isinstance(target, exp.Schema):
+        target = target.this
+    return isinstance(target, exp.Table) and isinstance(target.this, exp.Identifier)
 
 
 def _reject_lenient_shapes(expression: exp.Expression, offset: int, span: Span) -> None:
@@ -176,13 +265,20 @@ def _first_position(node: exp.Expression, offset: int) -> Span | None:
     return None
 
 
-def _reads_back(sql: str) -> bool:
-    """Whether canonical text parses back to itself: the property `to_sql` promises."""
+def _reads_back(sql: str, expression: exp.Expression) -> bool:
+    """Whether canonical text parses back to itself, the property `to_sql` promises, with
+    every clause `expression` has (sqlglot's printer drops some it reads: ON CONFLICT)."""
     try:
         again = sqlglot.parse(sql, dialect=Sluice)
     except SqlglotError:
         return False
-    return len(again) == 1 and again[0] is not None and again[0].sql(dialect=Sluice, comments=False) == sql
+    if len(again) != 1 or again[0] is None or again[0].sql(dialect=Sluice, comments=False) != sql:
+        return False
+    return _clauses(again[0]) == _clauses(expression)
+
+
+def _clauses(expression: exp.Expression) -> set[str]:
+    return {name for name, value in expression.args.items() if value not in (None, False, [])}
 
 
 def _translate(error: _PositionedError, offset: int) -> ParseError:
