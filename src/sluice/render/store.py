@@ -61,6 +61,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import Item
 from sluice.errors import StoreDamaged
 from sluice.render.source import ERRS_COLUMNS, Collection
@@ -165,7 +166,7 @@ class Store:
 
     def save_schema(self, schema: StructType) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.root / "schema.json", schema.json())
+        replace_file(self.root / "schema.json", schema.json().encode())
 
     def schema(self) -> StructType:
         return StructType.fromJson(json.loads((self.root / "schema.json").read_text()))
@@ -283,7 +284,7 @@ class Store:
         watermarks. Raises `StoreDamaged`, changing nothing, when the repair would read
         again offsets Kafka no longer holds."""
         self.source = source
-        leftovers = [*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob("*.tmp")]
+        leftovers = [*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob(".*")]
         _remove(leftovers)
         inspection = self.inspect()
         try:
@@ -330,7 +331,7 @@ class Store:
         for number in dropped:
             (self.commits / f"{number}.json").unlink()
         if dropped:
-            _fsync_dir(self.commits)
+            sync_directory(self.commits)
         if self.batches.exists():
             _remove([f for f in self.batches.iterdir() if not (f.name.isdigit() and int(f.name) < keep)])
 
@@ -407,9 +408,9 @@ class Store:
             _remove([target])  # left by an attempt that died before its record was written
             self.batches.mkdir(parents=True, exist_ok=True)
             os.replace(written, target)
-            _fsync_dir(self.batches)
+            sync_directory(self.batches)
             self.commits.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.commits / f"{number}.json", json.dumps(record))
+            replace_file(self.commits / f"{number}.json", json.dumps(record).encode())
             self.head = record
         for entry in files:  # hashed just now
             stat = (self.root / entry["path"]).stat()
@@ -511,8 +512,8 @@ def _seal(directory: Path, prefix: str) -> list[dict]:
                     "crc32": _crc32(path, sync=True),
                 }
             )
-        _fsync_dir(folder)
-    _fsync_dir(directory)
+        sync_directory(folder)
+    sync_directory(directory)
     return files
 
 
@@ -526,27 +527,9 @@ def _crc32(path: Path, sync: bool = False) -> int:
     return crc
 
 
-def _fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def _remove(paths: list[Path]) -> None:
     for path in paths:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         elif path.exists() or path.is_symlink():
             path.unlink()
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
-    _fsync_dir(path.parent)
