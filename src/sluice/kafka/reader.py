@@ -83,6 +83,10 @@ ARROW_SCHEMA = pa.schema(
 # The text of a range retention deleted before it was read (first and last offset).
 LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 
+# A producer sets a message's timestamp to any 64-bit number: one beyond the year 9999
+# (which no query could hand back) reads as NULL, like a negative one.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
 BATCH_SIZE = 10_000
 # A read that makes no progress for this long fails instead of hanging (broker gone).
 STALL_SECONDS = 30.0
@@ -233,7 +237,7 @@ class _Columns:
         self.values.append(message.value())
         self.offsets.append(offset)
         kind, ms = message.timestamp()
-        self.timestamps.append(ms * 1000 if ms >= 0 else None)
+        self.timestamps.append(ms * 1000 if 0 <= ms <= MAX_TIMESTAMP_MS else None)
         self.timestamp_types.append(max(kind - 1, 0) if kind else 0)
         headers = message.headers()
         self.headers.append(
@@ -254,8 +258,7 @@ class _Columns:
         decoded = []
         for side, side_decoder in self.decoders.items():
             payloads = self.keys if side == "key" else self.values
-            data, errors = side_decoder.decode(payloads, self.offsets)
-            decoded += [pa.array(data, side_decoder.arrow_type), pa.array(errors, pa.string())]
+            decoded += side_decoder.columns(payloads, self.offsets)
         raw = pa.RecordBatch.from_arrays(
             [
                 pa.array(self.keys, pa.binary()),

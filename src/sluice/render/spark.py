@@ -87,6 +87,9 @@ def _build() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # A JSON object repeating a key keeps its last value, as PostgreSQL's jsonb does;
+        # Spark's `parse_json` would otherwise fail the whole task on one message.
+        .config("spark.sql.variant.allowDuplicateKeys", "true")
         # One shuffle partition per local core: every partition of an upsert source's state
         # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
         .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
