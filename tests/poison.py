@@ -16,6 +16,7 @@ what broke. A source survives its messages when:
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import struct
 import threading
@@ -28,7 +29,7 @@ import fastavro
 import sluice
 from sluice.kafka.embedded import produce
 
-# Every field type and logical type the Avro decoder builds a column for.
+# Every field type the Avro decoder builds a column for (TIME and UUID in AVRO_CLOCK).
 AVRO_SCHEMA = {
     "type": "record",
     "name": "poison",
@@ -38,8 +39,6 @@ AVRO_SCHEMA = {
         {"name": "s", "type": ["null", "string"]},
         {"name": "d", "type": {"type": "int", "logicalType": "date"}},
         {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
-        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}},
         {"name": "tags", "type": {"type": "array", "items": "long"}},
         {"name": "kind", "type": {"type": "enum", "name": "kind", "symbols": ["a", "b"]}},
@@ -47,10 +46,18 @@ AVRO_SCHEMA = {
     ],
 }
 GOOD_DATUM = {
-    "id": 1, "n": 2, "s": "x", "d": 19000, "ts": 1_700_000_000_000, "t": 3_600_000,
-    "u": "12345678-1234-1234-1234-123456789012", "amount": b"\x04\xd2", "tags": [1, 2],
+    "id": 1, "n": 2, "s": "x", "d": 19000, "ts": 1_700_000_000_000, "amount": b"\x04\xd2", "tags": [1, 2],
     "kind": "a", "attrs": {"k": 1.5},
 }
+AVRO_CLOCK = {
+    "type": "record",
+    "name": "clock",
+    "fields": [
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+    ],
+}
+
 # ENVELOPE DEBEZIUM: the row is `after`.
 DEBEZIUM_KEY = {"type": "record", "name": "k", "fields": [{"name": "id", "type": "int"}]}
 DEBEZIUM_VALUE = {
@@ -107,6 +114,11 @@ def avro_datum(schema_id: int | None = None, **raw: bytes) -> bytes:
     return body if schema_id is None else b"\x00" + struct.pack(">I", schema_id) + body
 
 
+def clock_datum(t: int = 3_600_000, u: bytes = b"12345678-1234-1234-1234-123456789012") -> bytes:
+    """A datum of AVRO_CLOCK from plain values: a time of day in milliseconds, a UUID's text."""
+    return varint(t) + varint(len(u)) + u
+
+
 def wire(schema_id: int, body: bytes) -> bytes:
     return b"\x00" + struct.pack(">I", schema_id) + body
 
@@ -123,8 +135,12 @@ class Poison:
     timestamp_ms: int | None = None
 
     @property
-    def group(self) -> tuple[str, str, int | None]:
-        return self.formats, self.envelope, self.timestamp_ms
+    def group(self) -> tuple[str, str]:
+        return self.formats, self.envelope
+
+    @property
+    def stamped(self) -> list[tuple[bytes | None, bytes | None, int | None]]:
+        return [(key, value, self.timestamp_ms) for key, value in self.messages]
 
 
 AVRO_INLINE = "FORMAT AVRO USING SCHEMA '{schema}' (CONFLUENT WIRE FORMAT = false)"
@@ -139,7 +155,7 @@ def avro_inline(schema: dict) -> str:
 def kinds(registry_ids: dict[str, int]) -> list[Poison]:
     """The catalogue. `registry_ids`: the schema id of each of REGISTRY_SUBJECTS."""
     reader, recursive, zero = (registry_ids[s] for s in ("poison-value", "recursive", "zero-width"))
-    inline = avro_inline(AVRO_SCHEMA)
+    inline, clock = avro_inline(AVRO_SCHEMA), avro_inline(AVRO_CLOCK)
     good = avro_datum()
     text_key = "KEY FORMAT TEXT VALUE FORMAT JSON"
 
@@ -171,8 +187,9 @@ def kinds(registry_ids: dict[str, int]) -> list[Poison]:
         value("avro: invalid UTF-8 string", inline, avro_datum(s=b"\x02\x04\xff\xfe")),
         value("avro: date out of range", inline, avro_datum(d=varint(2**31 - 1)), avro_datum(d=varint(-(2**31)))),
         value("avro: timestamp out of range", inline, avro_datum(ts=varint(2**62)), avro_datum(ts=varint(-(2**62)))),
-        value("avro: time out of range", inline, avro_datum(t=varint(-1)), avro_datum(t=varint(86_400_000))),
-        value("avro: uuid", inline, avro_datum(u=varint(3) + b"abc")),
+        value("avro: time and uuid columns", clock, clock_datum(), clock_datum(u=b"12345678-1234-1234-1234-12345678ABCD")),
+        value("avro: time out of range", clock, clock_datum(t=-1), clock_datum(t=86_400_000)),
+        value("avro: not a uuid", clock, clock_datum(u=b"abc")),
         value("avro: decimal beyond its precision", inline, avro_datum(amount=varint(20) + b"\x7f" * 20)),
         value("avro: array block count of 2^62", inline, avro_datum(tags=varint(2**62) + b"\x02")),
         value("avro: union and enum index out of range", inline, avro_datum(s=varint(7)), avro_datum(kind=varint(9))),
@@ -228,54 +245,56 @@ def _attempt(session: sluice.Session, sql: str, seconds: float) -> tuple[list | 
 
 
 def problems(session: sluice.Session, kafka, registry, topic: str, formats: str, envelope: str,
-             messages: list[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None,
-             seconds: float = 120.0) -> list[str]:
-    """What broke when `messages` went through a snapshot source and a continuously ingested
-    twin reading `topic` (created here) with `formats` and `envelope`; [] when nothing did.
-    `registry` (tests.registry.Registry) serves the catalogue's reader schema as the topic's."""
+             messages: list[tuple[bytes | None, bytes | None, int | None]], seconds: float = 120.0) -> list[str]:
+    """What broke when `messages` (key, value, timestamp or None) went through a snapshot
+    source and a continuously ingested twin reading `topic` (created here) with `formats` and
+    `envelope`; [] when nothing did. `registry` (tests.registry.Registry) serves the
+    catalogue's reader schema as the topic's."""
     registry.subjects[f"{topic}-value"] = registry.subjects["poison-value"]
     kafka.create_topic(topic, 1)
-    produce(kafka.bootstrap, topic, messages, partition=0, timestamp_ms=timestamp_ms)
-    found: list[str] = []
+    for timestamp_ms, run in itertools.groupby(messages, key=lambda m: m[2]):
+        produce(kafka.bootstrap, topic, [(k, v) for k, v, _ in run], partition=0, timestamp_ms=timestamp_ms)
     keyed = envelope != ""
     include = "INCLUDE OFFSET" if keyed or formats.startswith("FORMAT") else "INCLUDE KEY, OFFSET"
-    for name, extra in ((f"{topic}_s", ""), (f"{topic}_i", f"WITH (REDIRECT ERRORS = {topic}_i_dlq)")):
+    snapshot, ingested = f"{topic}_s", f"{topic}_i"
+    for name, extra in ((snapshot, ""), (ingested, f"WITH (REDIRECT ERRORS = {ingested}_dlq)")):
         session.execute(
             f"CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC '{topic}') {formats} {include} {envelope} {extra}"
         )
-    snapshot, ingested = f"{topic}_s", f"{topic}_i"
-
     errors, failure = _attempt(session, f"SELECT message FROM ONLY ERRORS {snapshot}", seconds)
     if failure is not None:
         return [f"FROM ONLY ERRORS failed: {failure}"]
-    messages_of_errors = {m for (m,) in errors}
-    try:
-        bounded(session, f"SELECT * FROM {snapshot}", seconds)
-        if errors:
-            found.append(f"snapshot SELECT succeeded over {len(errors)} errors")
-    except sluice.SqlError as e:
-        if e.message not in messages_of_errors:
-            found.append(f"snapshot SELECT failed with something else than its errors: {e.message[:300]}")
-    except Exception as e:  # noqa: BLE001 - any other failure is the finding
-        found.append(f"snapshot SELECT failed: {type(e).__name__}: {str(e)[:300]}")
+    found = _snapshot_problems(session, snapshot, {m for (m,) in errors}, seconds)
     rows, failure = _attempt(session, f"SELECT count(*) FROM IGNORE ERRORS {snapshot}", seconds)
-    skipped = sum(1 for k, v in messages if k is None and v is None)
+    skipped = sum(1 for k, v, _ in messages if k is None and v is None)
     if failure is not None:
         found.append(f"IGNORE ERRORS failed: {failure[:300]}")
     elif not keyed and rows[0][0] + len(errors) + skipped != len(messages):
         found.append(f"{rows[0][0]} rows + {len(errors)} errors + {skipped} skipped != {len(messages)} messages")
 
-    rows, failure = _attempt(session, f'SELECT "offset" FROM {ingested}', seconds)
-    dead, dead_failure = _attempt(session, f'SELECT "offset" FROM {ingested}_dlq', seconds)
-    if failure or dead_failure:
-        return found + [f"continuous ingestion failed: {(failure or dead_failure)[:300]}"]
-    kept, lettered = [o for (o,) in rows], [o for (o,) in dead]
-    every = [o for o, (k, v) in enumerate(messages) if k is not None or v is not None]
+    sides, failure = _attempt(
+        session, f'SELECT true, "offset" FROM {ingested} UNION ALL SELECT false, "offset" FROM {ingested}_dlq', seconds
+    )
+    if failure is not None:
+        return found + [f"continuous ingestion failed: {failure[:300]}"]
+    kept, lettered = [o for row, o in sides if row], [o for row, o in sides if not row]
+    every = [o for o, (k, v, _) in enumerate(messages) if k is not None or v is not None]
     if not keyed and sorted(kept + lettered) != every:
         found.append(f"ingested rows {sorted(kept)} and dead letters {sorted(lettered)} do not cover {every} once")
     if keyed and (len(set(lettered)) != len(lettered) or set(kept) & set(lettered)):
         found.append(f"ingested rows {sorted(kept)} and dead letters {sorted(lettered)} overlap")
     return found
+
+
+def _snapshot_problems(session: sluice.Session, source: str, errors: set[str], seconds: float) -> list[str]:
+    """Whether the snapshot SELECT fails exactly when the source has errors, with one of them."""
+    try:
+        bounded(session, f"SELECT * FROM {source}", seconds)
+    except sluice.SqlError as e:
+        return [] if e.message in errors else [f"snapshot SELECT failed with something else than its errors: {e.message[:300]}"]
+    except Exception as e:  # noqa: BLE001 - any other failure is the finding
+        return [f"snapshot SELECT failed: {type(e).__name__}: {str(e)[:300]}"]
+    return [f"snapshot SELECT succeeded over {len(errors)} errors"] if errors else []
 
 
 def broken(session: sluice.Session, kafka, registry, poisons: Iterable[Poison],
@@ -286,17 +305,19 @@ def broken(session: sluice.Session, kafka, registry, poisons: Iterable[Poison],
     for poison in poisons:
         groups.setdefault(poison.group, []).append(poison)
     found: dict[str, list[str]] = {}
-    for number, ((formats, envelope, timestamp_ms), members) in enumerate(groups.items()):
-        messages = [m for poison in members for m in poison.messages]
-        shared = problems(session, kafka, registry, f"g{number}", formats, envelope, messages, timestamp_ms, seconds)
+    for number, ((formats, envelope), members) in enumerate(groups.items()):
+        messages = [m for poison in members for m in poison.stamped]
+        shared = problems(session, kafka, registry, f"g{number}", formats, envelope, messages, seconds)
         if not shared:
             continue
         if len(members) == 1:
             found[members[0].name] = shared
             continue
-        for index, poison in enumerate(members):
-            alone = problems(session, kafka, registry, f"g{number}k{index}", formats, envelope, list(poison.messages),
-                             timestamp_ms, seconds)
-            if alone:
-                found[poison.name] = alone
+        alone = {
+            poison.name: problems(session, kafka, registry, f"g{number}k{index}", formats, envelope, poison.stamped,
+                                  seconds)
+            for index, poison in enumerate(members)
+        }
+        # Kinds that break a source only together are each counted.
+        found.update({name: p for name, p in alone.items() if p} or {name: shared for name in alone})
     return found
