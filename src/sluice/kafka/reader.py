@@ -88,6 +88,9 @@ LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 BATCH_SIZE = 10_000
+# Bytes of keys and values per batch at most (and one message more): an Arrow column holds
+# under 2 GiB, and a batch's error texts are three times the bytes they describe.
+BATCH_BYTES = 256 * 1024 * 1024
 # A read that makes no progress for this long fails instead of hanging (broker gone).
 STALL_SECONDS = 30.0
 
@@ -98,6 +101,7 @@ class Options:
     topic: str
     config: dict
     batch_size: int = BATCH_SIZE
+    batch_bytes: int = BATCH_BYTES
     stall_seconds: float = STALL_SECONDS
     # side ("key" / "value") → decoder spec; see `decoder`.
     decode: dict = field(default_factory=dict)
@@ -110,6 +114,7 @@ class Options:
             topic=options["topic"],
             config=json.loads(options.get("config", "{}")),
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
+            batch_bytes=int(options.get("batch_bytes", BATCH_BYTES)),
             stall_seconds=float(options.get("stall_seconds", STALL_SECONDS)),
             decode=json.loads(options.get("decode", "{}")),
             report_lost=options.get("report_lost", "false") == "true",
@@ -194,6 +199,9 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
                 break
             columns.add(message, offset)
             position = offset + 1
+            if columns.size >= options.batch_bytes:
+                yield columns.batch(options.topic, partition)
+                columns = _Columns(decoders, options.report_lost)
         if len(columns) >= options.batch_size:
             yield columns.batch(options.topic, partition)
             columns = _Columns(decoders, options.report_lost)
@@ -228,13 +236,17 @@ class _Columns:
         self.timestamps: list = []
         self.timestamp_types: list[int] = []
         self.headers: list = []
+        # Bytes of the keys and values so far.
+        self.size = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def add(self, message, offset: int) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
+        key, value = message.key(), message.value()
+        self.size += len(key or b"") + len(value or b"")
+        self.keys.append(key)
+        self.values.append(value)
         self.offsets.append(offset)
         kind, ms = message.timestamp()
         self.timestamps.append(ms * 1000 if 0 <= ms <= MAX_TIMESTAMP_MS else None)
