@@ -12,17 +12,20 @@ sources, about ten seconds).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sluice
+from sluice.kafka.decode import AvroDecoder, JsonDecoder
 from sluice.kafka.embedded import EmbeddedKafka
 from tests import poison
 from tests.registry import Registry
-from tests.test_decode import avro_bodies, csv_payloads, json_payloads, registry_payloads
+from tests.test_decode import avro_bodies, clock_bodies, csv_payloads, json_payloads, registry_payloads
 
 # The ids tests.registry.Registry gives the subjects: their order, from 1.
 IDS = {name: number for number, name in enumerate(poison.REGISTRY_SUBJECTS, 1)}
@@ -85,3 +88,23 @@ def test_poison_batches_break_no_source(world, batch) -> None:
     session, kafka, registry = world
     formats, envelope, messages = batch
     assert poison.problems(session, kafka, registry, next(topics), formats, envelope, messages) == []
+
+
+@settings(max_examples=5, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(json_payloads, min_size=20, max_size=80), st.lists(avro_bodies, min_size=20, max_size=80),
+       st.lists(clock_bodies, min_size=5, max_size=20))
+def test_what_the_decoders_accept_spark_holds(spark, texts, bodies, clocks) -> None:
+    """The differential property behind the decoders' limits: Spark's `parse_json` takes every
+    text the JSON decoder accepts, and every Avro column the decoder builds comes back
+    through Spark to Python (dates and timestamps in years 1–9999, TIME, decimals)."""
+    from pyspark.sql import functions as F
+
+    data, _ = JsonDecoder().columns(texts, list(range(len(texts))))
+    accepted = [(text,) for text in data.to_pylist() if text is not None]
+    if accepted:
+        spark.createDataFrame(accepted, "t string").select(F.to_json(F.parse_json("t"))).collect()
+    for schema, payloads in ((poison.AVRO_SCHEMA, bodies), (poison.AVRO_CLOCK, clocks)):
+        data, _ = AvroDecoder(json.dumps(schema), confluent_wire_format=False).columns(payloads, list(range(len(payloads))))
+        rows = spark.createDataFrame(pa.table({"datum": data})).collect()
+        assert [row.datum is None for row in rows] == [datum is None for datum in data.to_pylist()]
