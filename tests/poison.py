@@ -104,14 +104,12 @@ def debezium_after(row_id: int, at: int) -> bytes:
     return b"\x00\x02" + varint(row_id) + varint(at) + avro_field("string", "c")
 
 
-def avro_datum(schema_id: int | None = None, **raw: bytes) -> bytes:
-    """The good datum, with the fields named in `raw` replaced by those bytes; with the
-    Confluent header when `schema_id` is given."""
-    body = b"".join(
+def avro_datum(**raw: bytes) -> bytes:
+    """The good datum of AVRO_SCHEMA, with the fields named in `raw` replaced by those bytes."""
+    return b"".join(
         raw[f["name"]] if f["name"] in raw else avro_field(f["type"], GOOD_DATUM[f["name"]])
         for f in AVRO_SCHEMA["fields"]
     )
-    return body if schema_id is None else b"\x00" + struct.pack(">I", schema_id) + body
 
 
 def clock_datum(t: int = 3_600_000, u: bytes = b"12345678-1234-1234-1234-123456789012") -> bytes:
@@ -120,6 +118,7 @@ def clock_datum(t: int = 3_600_000, u: bytes = b"12345678-1234-1234-1234-1234567
 
 
 def wire(schema_id: int, body: bytes) -> bytes:
+    """`body` in the Confluent wire format: magic 0, the schema id, the datum."""
     return b"\x00" + struct.pack(">I", schema_id) + body
 
 
@@ -187,14 +186,15 @@ def kinds(registry_ids: dict[str, int]) -> list[Poison]:
         value("avro: invalid UTF-8 string", inline, avro_datum(s=b"\x02\x04\xff\xfe")),
         value("avro: date out of range", inline, avro_datum(d=varint(2**31 - 1)), avro_datum(d=varint(-(2**31)))),
         value("avro: timestamp out of range", inline, avro_datum(ts=varint(2**62)), avro_datum(ts=varint(-(2**62)))),
-        value("avro: time and uuid columns", clock, clock_datum(), clock_datum(u=b"12345678-1234-1234-1234-12345678ABCD")),
+        value("avro: time and uuid columns", clock,
+              clock_datum(), clock_datum(u=b"12345678-1234-1234-1234-12345678ABCD")),
         value("avro: time out of range", clock, clock_datum(t=-1), clock_datum(t=86_400_000)),
         value("avro: not a uuid", clock, clock_datum(u=b"abc")),
         value("avro: decimal beyond its precision", inline, avro_datum(amount=varint(20) + b"\x7f" * 20)),
         value("avro: array block count of 2^62", inline, avro_datum(tags=varint(2**62) + b"\x02")),
         value("avro: union and enum index out of range", inline, avro_datum(s=varint(7)), avro_datum(kind=varint(9))),
         value("avro: truncated and trailing bytes", inline, good[:-3], good + b"\x00\x01"),
-        value("avro registry: unknown schema id", AVRO_REGISTRY, avro_datum(reader), wire(999, good)),
+        value("avro registry: unknown schema id", AVRO_REGISTRY, wire(reader, good), wire(999, good)),
         value("avro registry: bad magic and short header", AVRO_REGISTRY, b"\x07" + good, b"\x00\x00"),
         value("avro registry: recursive writer 5,000 deep", AVRO_REGISTRY, wire(recursive, b"\x02" * 5000 + b"\x00")),
         value("avro registry: 2^62 items of no bytes", AVRO_REGISTRY, wire(zero, varint(2**62) + b"\x00")),
@@ -291,7 +291,9 @@ def _snapshot_problems(session: sluice.Session, source: str, errors: set[str], s
     try:
         bounded(session, f"SELECT * FROM {source}", seconds)
     except sluice.SqlError as e:
-        return [] if e.message in errors else [f"snapshot SELECT failed with something else than its errors: {e.message[:300]}"]
+        if e.message in errors:
+            return []
+        return [f"snapshot SELECT failed with something else than its errors: {e.message[:300]}"]
     except Exception as e:  # noqa: BLE001 - any other failure is the finding
         return [f"snapshot SELECT failed: {type(e).__name__}: {str(e)[:300]}"]
     return [f"snapshot SELECT succeeded over {len(errors)} errors"] if errors else []

@@ -322,7 +322,9 @@ def test_avro_logical_types_decode_to_their_column_types() -> None:
     decoder = AvroDecoder(json.dumps(poison.AVRO_SCHEMA), confluent_wire_format=False)
     (row, _), = outcomes(decoder, [poison.avro_datum()])
     assert decoder.arrow_type.field("ts").type == pa.timestamp("us", tz="UTC")
-    assert (str(row["d"]), row["ts"].isoformat(), str(row["amount"])) == ("2022-01-08", "2023-11-14T22:13:20+00:00", "12.34")
+    assert (str(row["d"]), row["ts"].isoformat(), str(row["amount"])) == (
+        "2022-01-08", "2023-11-14T22:13:20+00:00", "12.34"
+    )
     clock = AvroDecoder(json.dumps(poison.AVRO_CLOCK), confluent_wire_format=False)
     (row, _), = outcomes(clock, [poison.clock_datum()])
     assert clock.arrow_type.field("t").type == pa.time64("ns")
@@ -336,7 +338,9 @@ def test_writer_schemas_whose_datums_cost_more_than_their_bytes_are_refused(regi
     endless = poison.wire(ids["zero-width"], poison.varint(2**62) + b"\x00")
     (_, recursive), (_, zero), (good, _) = outcomes(decoder, [deep, endless, poison.wire(ids["poison-value"],
                                                                                          poison.avro_datum())])
-    assert recursive.startswith('avro deserialization error: writer schema with a recursive type "node" is not supported (')
+    assert recursive.startswith(
+        'avro deserialization error: writer schema with a recursive type "node" is not supported ('
+    )
     assert zero.startswith(
         "avro deserialization error: writer schema with an array of items that take no bytes is not supported ("
     )

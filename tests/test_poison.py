@@ -105,6 +105,7 @@ def test_what_the_decoders_accept_spark_holds(spark, texts, bodies, clocks) -> N
     if accepted:
         spark.createDataFrame(accepted, "t string").select(F.to_json(F.parse_json("t"))).collect()
     for schema, payloads in ((poison.AVRO_SCHEMA, bodies), (poison.AVRO_CLOCK, clocks)):
-        data, _ = AvroDecoder(json.dumps(schema), confluent_wire_format=False).columns(payloads, list(range(len(payloads))))
+        decoder = AvroDecoder(json.dumps(schema), confluent_wire_format=False)
+        data, _ = decoder.columns(payloads, list(range(len(payloads))))
         rows = spark.createDataFrame(pa.table({"datum": data})).collect()
         assert [row.datum is None for row in rows] == [datum is None for datum in data.to_pylist()]

@@ -454,11 +454,6 @@ class _ArrowShape:
         return pa.struct([(n, plain) for n, plain, _ in types]), pa.struct([(n, column) for n, _, column in types])
 
 
-def avro_arrow_type(schema: Any) -> pa.DataType:
-    """The Arrow type of the column holding an Avro schema's datums."""
-    return _ArrowShape().of(schema)[1]
-
-
 def _plain(schema: Any) -> Any:
     """`schema` (parsed or not) without the logical types of `_PLAIN_LOGICAL` and fastavro's
     own markers: fastavro reads their plain values."""
@@ -513,7 +508,8 @@ def _unbounded(schema: Any) -> str | None:
         if kind == "record":
             problem = next(filter(None, (walk(f["type"]) for f in avro_type["fields"])), None)
         elif kind == "array":
-            problem = "an array of items that take no bytes" if takes_no_bytes(avro_type["items"]) else walk(avro_type["items"])
+            items = avro_type["items"]
+            problem = "an array of items that take no bytes" if takes_no_bytes(items) else walk(items)
         elif kind == "map":
             problem = walk(avro_type["values"])
         else:

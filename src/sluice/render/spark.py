@@ -44,8 +44,10 @@ def spark() -> SparkSession:
         # Some of Spark's checks read settings through the calling JVM thread's active
         # session, which only the thread that built the session has: from any other (the
         # REPL's statement worker) they would see Spark's defaults (a stream over a TIME
-        # column refused as if `spark.sql.timeType.enabled` were off).
-        session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+        # column refused as if `spark.sql.timeType.enabled` were off). A Spark Connect
+        # session (`SPARK_REMOTE`) has no JVM here, and its server keeps the settings.
+        if hasattr(session, "_jsparkSession"):
+            session._jvm.SparkSession.setActiveSession(session._jsparkSession)
         _this_thread.active = True
     return session
 
