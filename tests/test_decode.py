@@ -166,9 +166,10 @@ def registry_payloads(ids: dict[str, int]):
     the reader's, a recursive writer nested deep, a writer of arrays of items of no bytes."""
     return st.one_of(
         st.builds(poison.wire, st.sampled_from([*ids.values(), 999]), avro_bodies),
-        st.builds(lambda depth: poison.wire(ids["recursive"], b"\x02" * depth + b"\x00"), st.integers(1, 20_000)),
-        st.builds(lambda count: poison.wire(ids["zero-width"], poison.varint(count) + b"\x00"),
-                  st.integers(1, 2**62)),
+        st.builds(lambda body, depth: poison.wire(ids["recursive"], body + b"\x02" * depth + b"\x00"),
+                  avro_bodies, st.integers(1, 20_000)),
+        st.builds(lambda body, count: poison.wire(ids["zero-width"], body + poison.varint(count) + b"\x00"),
+                  avro_bodies, st.integers(1, 2**62)),
         st.binary(max_size=8),
     )
 
@@ -334,8 +335,8 @@ def test_avro_logical_types_decode_to_their_column_types() -> None:
 def test_writer_schemas_whose_datums_cost_more_than_their_bytes_are_refused(registry) -> None:
     ids = registry_ids(registry)
     decoder = AvroDecoder(json.dumps(poison.AVRO_SCHEMA), registry_url=registry.url)
-    deep = poison.wire(ids["recursive"], b"\x02" * 50_000 + b"\x00")
-    endless = poison.wire(ids["zero-width"], poison.varint(2**62) + b"\x00")
+    deep = poison.wire(ids["recursive"], poison.avro_datum() + b"\x02" * 50_000 + b"\x00")
+    endless = poison.wire(ids["zero-width"], poison.avro_datum() + poison.varint(2**62) + b"\x00")
     (_, recursive), (_, zero), (good, _) = outcomes(decoder, [deep, endless, poison.wire(ids["poison-value"],
                                                                                          poison.avro_datum())])
     assert recursive.startswith(
