@@ -5,7 +5,7 @@ documented skip, and a continuously ingested twin with a dead-letter table never
 tests/poison.py for what is checked).
 
 The catalogue of kinds that broke a source before is run whole; hypothesis then makes
-batches of its own (`SLUICE_POISON_EXAMPLES`, default 4: each example is a topic and two
+batches of its own (`SLUICE_POISON_EXAMPLES`, default 3: each example is a topic and two
 sources, about ten seconds).
 """
 
@@ -81,7 +81,7 @@ def poison_batches(draw):
     return formats, envelope, draw(st.permutations(messages))
 
 
-@settings(max_examples=int(os.environ.get("SLUICE_POISON_EXAMPLES", "4")), deadline=None,
+@settings(max_examples=int(os.environ.get("SLUICE_POISON_EXAMPLES", "3")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(poison_batches())
 def test_poison_batches_break_no_source(world, batch) -> None:
