@@ -70,6 +70,14 @@ def test_reads_span_arrow_batches(kafka) -> None:
     assert sizes == [1_000, 1_000, 500]
 
 
+def test_batches_end_at_a_byte_bound_too(kafka) -> None:
+    # An Arrow column holds under 2 GiB: large messages end a batch before its count does.
+    kafka.create_topic("large", 1)
+    produce(kafka.bootstrap, "large", [(b"k", b"x" * 99) for _ in range(10)], partition=0)
+    options = Options(kafka.bootstrap, "large", {}, batch_bytes=250)
+    assert [b.num_rows for b in read_range(options, 0, 0, 10)] == [3, 3, 3, 1]
+
+
 def test_headers_keep_their_order_and_bytes(kafka) -> None:
     from confluent_kafka import Producer
 

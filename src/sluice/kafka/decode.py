@@ -9,6 +9,14 @@ Each decoder turns a list of payloads into (data column, error column): for a pa
 decodes, the data and a NULL error; for one that does not, NULL data and the error text
 `<kind> (original text: …, original bytes: "…")`, exactly as DESIGN §4 words it after
 `Decode error: `. NULL payloads (tombstones, missing keys) give NULL and no error.
+
+No payload makes a decoder raise, and the Arrow columns of a batch always build: what
+Arrow or Spark cannot hold is a decode error of its own message — an Avro `int` beyond 32
+bits, a decimal beyond its precision, a date, timestamp or time out of range, JSON that
+Spark's `parse_json` would refuse. A hostile payload costs no more than its size: JSON
+nesting is measured before Python's recursive parser sees it, and Avro writer schemas whose
+datums could cost more than their bytes (recursive types, arrays of items that take no
+bytes) are refused instead of read.
 """
 
 from __future__ import annotations
@@ -16,13 +24,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sluice.kafka.retry import RetryPolicy
 
@@ -59,12 +71,158 @@ def decode_each(payloads: Sequence[bytes | None], decode_one) -> tuple[list, lis
     return data, errors
 
 
+class _Decoder:
+    """What the reader asks of a decoder: the Arrow type of its data column, and a batch's
+    (data, error) columns."""
+
+    arrow_type: pa.DataType
+
+    def decode(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[list, list]:
+        raise NotImplementedError
+
+    def columns(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[pa.Array, pa.Array]:
+        data, errors = self.decode(payloads, offsets)
+        return pa.array(data, self.arrow_type), pa.array(errors, pa.string())
+
+
+def _clipped(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# Materialize parses JSON with serde_json, whose recursion limit refuses a 128th level of
+# nesting (Spark's `parse_json` would take 1000, Python's parser about as many before its
+# own recursion limit).
+JSON_MAX_DEPTH = 127
+# What Spark's `parse_json` refuses though Python's parser accepts it (Jackson's read
+# constraints, the variant builder's size limit): refused here first, since a text this
+# decoder accepts becomes a variant on Spark, and a refusal there fails the whole task.
+# Numbers: at most 1000 characters, finite as a double (Spark reads a longer one as
+# `Infinity`, silently); keys: at most 50,000 UTF-16 units. A document of at most 16 MiB
+# holds no string beyond Jackson's 20 million units and makes a variant (a few times the
+# text at most) below its 128 MiB limit.
+JSON_MAX_BYTES = 16 * 1024 * 1024
+JSON_MAX_NUMBER_LENGTH = 1000
+JSON_MAX_KEY_LENGTH = 50_000
+
+# A string (an unterminated one runs to the end, so that no quote is scanned twice) or a
+# bracket.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*\\?(?:"|\Z)|[\[\]{}]', re.DOTALL)
+# A text read with every digit as 0, E as e, D as d and no signs: before a number can
+# leave a double's range or exceed the length limit, it holds a run of 100 digits or an
+# exponent of three (`e000`); before a string holds an unpaired surrogate, an escaped
+# surrogate (`\ud`). Three substring searches, where a regular expression costs more than
+# parsing the text.
+_SCREEN = bytes.maketrans(b"123456789ED", b"000000000ed")
+_DIGITS_100 = b"0" * 100
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"invalid JSON constant {name}")
 
 
-class JsonDecoder:
-    """Valid JSON text, kept as written for Spark's `parse_json` to turn into a variant."""
+def _json_number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A number hook for the JSON parser refusing what Spark cannot hold."""
+
+    def checked(literal: str):
+        if len(literal) <= JSON_MAX_NUMBER_LENGTH:
+            value = convert(literal)
+            try:
+                if math.isfinite(float(value)):
+                    return value
+            except OverflowError:
+                pass
+        raise ValueError(f"number out of range: {_clipped(literal)}")
+
+    return checked
+
+
+# Made once: `json.loads` with hooks makes a parser per call, costing a third of a parse.
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_CHECKED_JSON = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_int=_json_number(int), parse_float=_json_number(float)
+)
+
+
+def _nesting_problem(text: str) -> str | None:
+    """serde_json's complaint about the bracket that nests deeper than JSON_MAX_DEPTH."""
+    if len(text) <= JSON_MAX_DEPTH or text.count("[") + text.count("{") <= JSON_MAX_DEPTH:
+        return None
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text):
+        first = text[token.start()]
+        if first in "[{":
+            depth += 1
+            if depth > JSON_MAX_DEPTH:
+                at = token.start()
+                line = text.count("\n", 0, at) + 1
+                column = at - text.rfind("\n", 0, at)
+                return f"recursion limit exceeded at line {line} column {column}"
+        elif first in "]}":
+            depth -= 1
+    return None
+
+
+def _string_problem(text: str, is_key: bool) -> str | None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "unpaired surrogate in hex escape"
+    # A code point is one or two UTF-16 units (Jackson counts units).
+    if is_key and len(text) > JSON_MAX_KEY_LENGTH // 2:
+        units = len(text.encode("utf-16-le")) // 2
+        if units > JSON_MAX_KEY_LENGTH:
+            return f"object key of {units} characters exceeds the limit of {JSON_MAX_KEY_LENGTH}"
+    return None
+
+
+def _unrepresentable(value: Any) -> str | None:
+    """What in a parsed document Spark cannot hold: an unpaired surrogate, an overlong key."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            problem = _string_problem(item, is_key=False)
+        elif isinstance(item, dict):
+            problem = next(filter(None, (_string_problem(k, is_key=True) for k in item)), None)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            problem = None
+            pending.extend(item)
+        else:
+            problem = None
+        if problem is not None:
+            return problem
+    return None
+
+
+def _may_be_unrepresentable(payload: bytes) -> bool:
+    """Whether a JSON text could hold a number, string or key Spark cannot: one with a long
+    run of digits or a long exponent, an escaped surrogate, or a key's worth of bytes."""
+    if len(payload) > JSON_MAX_KEY_LENGTH:
+        return True
+    screened = payload.translate(_SCREEN, b"+-")
+    return b"\\ud" in screened or b"e000" in screened or _DIGITS_100 in screened
+
+
+def _json_problem(payload: bytes, text: str) -> str | None:
+    """Why `text` (`payload` decoded) is not JSON that Spark's `parse_json` takes, or None.
+    Only a text that could hold what Spark refuses is parsed with checks (slower)."""
+    problem = _nesting_problem(text)
+    if problem is not None:
+        return problem
+    try:
+        if not _may_be_unrepresentable(payload):
+            _JSON.decode(text)
+            return None
+        document = _CHECKED_JSON.decode(text)
+    except (ValueError, RecursionError) as e:
+        return str(e) or type(e).__name__
+    return _unrepresentable(document)
+
+
+class JsonDecoder(_Decoder):
+    """Valid JSON text that Spark's `parse_json` turns into a variant, kept as written."""
 
     arrow_type = pa.string()
 
@@ -77,18 +235,20 @@ class JsonDecoder:
             text = payload.decode("utf-8")
         except UnicodeDecodeError as e:
             raise DecodeFailure(f"Failed to decode JSON: invalid UTF-8 at byte {e.start}") from None
-        try:
-            json.loads(text, parse_constant=_reject_constant)
-        except ValueError as e:
-            raise DecodeFailure(f"Failed to decode JSON: {e}") from None
+        if len(payload) > JSON_MAX_BYTES:
+            problem = f"document of {len(payload)} bytes exceeds the limit of {JSON_MAX_BYTES}"
+        else:
+            problem = _json_problem(payload, text)
+        if problem is not None:
+            raise DecodeFailure(f"Failed to decode JSON: {problem}")
         return text
 
 
 @dataclass
-class CsvDecoder:
+class CsvDecoder(_Decoder):
     """One record per message; the record number in errors is the offset + 1."""
 
-    columns: int
+    column_count: int
     delimiter: str = ","
 
     @property
@@ -105,16 +265,271 @@ class CsvDecoder:
         except (UnicodeDecodeError, csv.Error) as e:
             raise DecodeFailure(f"CSV error at record number {record}: {e}") from None
         fields = rows[0] if rows else []
-        if len(rows) > 1 or len(fields) != self.columns:
+        if len(rows) > 1 or len(fields) != self.column_count:
             got = sum(len(r) for r in rows)
             raise DecodeFailure(
-                f"CSV error at record number {record}: expected {self.columns} columns, got {got}."
+                f"CSV error at record number {record}: expected {self.column_count} columns, got {got}."
             )
         return fields
 
 
+# Avro logical types whose plain values fastavro hands over and Arrow converts itself,
+# vectorised and range-checked here: (Arrow type built from the plain value, the column's
+# type). fastavro's own conversions make a Python object per value and raise on what Python
+# cannot hold with texts naming no value. Spark's TIME is nanoseconds in Arrow.
+_PLAIN_LOGICAL = {
+    "date": (pa.date32(), pa.date32()),
+    "timestamp-millis": (pa.timestamp("ms", tz="UTC"), pa.timestamp("us", tz="UTC")),
+    "timestamp-micros": (pa.timestamp("us", tz="UTC"), pa.timestamp("us", tz="UTC")),
+    "local-timestamp-millis": (pa.timestamp("ms"), pa.timestamp("us")),
+    "local-timestamp-micros": (pa.timestamp("us"), pa.timestamp("us")),
+    "time-millis": (pa.time32("ms"), pa.time64("ns")),
+    "time-micros": (pa.time64("us"), pa.time64("ns")),
+    "uuid": (pa.string(), pa.string()),
+}
+_AVRO_PRIMITIVES = {
+    "null": pa.null(),
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "bytes": pa.binary(),
+    "string": pa.string(),
+}
+# Spark's decimals hold at most 38 digits.
+_MAX_DECIMAL_PRECISION = 38
+# What Python (so every query handing rows back) holds: years 1 to 9999.
+_DAYS = (-719_162, 2_932_896)
+_SECONDS = (-62_135_596_800, 253_402_300_799)
+_DAY_SECONDS = 86_400
+_HYPHENATED_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """Values inside a datum that a column cannot hold although Arrow builds them, or
+    refuses them with a text that names no value.
+
+    `path` leads to them: record fields by name, None into a list's items or a map's
+    values. `problem` is the text for one plain value (None when it is fine); `fits`
+    checks a whole Arrow column of them at once, None where building the column checks
+    them already."""
+
+    path: tuple[str | None, ...]
+    problem: Callable[[Any], str | None]
+    fits: Callable[[pa.Array], bool] | None = None
+
+    def values(self, datum: Any) -> list:
+        values = [datum]
+        for step in self.path:
+            inner = []
+            for value in values:
+                if step is None and isinstance(value, (list, dict)):
+                    inner.extend(value.values() if isinstance(value, dict) else value)
+                elif step is not None and isinstance(value, dict):
+                    inner.append(value.get(step))
+            values = [v for v in inner if v is not None]
+        return values
+
+    def column(self, array: pa.Array) -> pa.Array:
+        for step in self.path:
+            if step is not None:
+                array = array.field(step)
+            elif isinstance(array, pa.MapArray):
+                array = array.items
+            else:
+                array = array.flatten()
+        return array
+
+
+def _in_range(low: int, high: int, text: Callable[[int], str]) -> tuple[Callable, Callable]:
+    """(problem, fits) for plain integers that must lie in [low, high]."""
+
+    def problem(value: Any) -> str | None:
+        return text(value) if isinstance(value, int) and not low <= value <= high else None
+
+    def fits(column: pa.Array) -> bool:
+        bounds = pc.min_max(column.view(pa.int32() if column.type.bit_width == 32 else pa.int64()))
+        return bounds["min"].as_py() is None or (low <= bounds["min"].as_py() and bounds["max"].as_py() <= high)
+
+    return problem, fits
+
+
+def _timestamp_text(unit: str, per_second: int) -> Callable[[int], str]:
+    def text(value: int) -> str:
+        seconds, fraction = divmod(abs(value), per_second)
+        return f"Invalid {unit} timestamp {'-' if value < 0 else ''}{seconds}.{fraction}"
+
+    return text
+
+
+def _logical_leaf(logical: str, path: tuple) -> _Leaf:
+    if logical == "uuid":
+
+        def problem(value: Any) -> str | None:
+            if isinstance(value, str) and re.match(_HYPHENATED_UUID, value) is None:
+                return "UUID decoding failed: badly formed hexadecimal UUID string"
+            return None
+
+        def fits(column: pa.Array) -> bool:
+            return pc.all(pc.match_substring_regex(column, _HYPHENATED_UUID)).as_py() is not False
+
+        return _Leaf(path, problem, fits)
+    if logical == "date":
+        return _Leaf(path, *_in_range(*_DAYS, lambda days: f"Date out of range: {days}"))
+    per_second = 1000 if logical.endswith("millis") else 1_000_000
+    unit = "ms" if per_second == 1000 else "us"
+    if logical in ("time-millis", "time-micros"):
+        return _Leaf(path, *_in_range(0, _DAY_SECONDS * per_second - 1, lambda v: f"Invalid {unit} time {v}"))
+    low, high = _SECONDS
+    return _Leaf(path, *_in_range(low * per_second, (high + 1) * per_second - 1, _timestamp_text(unit, per_second)))
+
+
+def _int32_problem(value: Any) -> str | None:
+    if isinstance(value, int) and not -(2**31) <= value < 2**31:
+        return f"Expected i32, got: {value}"
+    return None
+
+
+def _decimal_leaf(precision: int, scale: int, path: tuple) -> _Leaf:
+    def problem(value: Any) -> str | None:
+        # `adjusted()`: the power of ten of the leading digit.
+        if isinstance(value, Decimal) and value.is_finite() and value and value.adjusted() >= precision - scale:
+            return f"Error decoding numeric: exceeds maximum precision {precision}"
+        return None
+
+    return _Leaf(path, problem)
+
+
 @dataclass
-class AvroDecoder:
+class _ArrowShape:
+    """The Arrow types of an Avro schema's datums — as fastavro reads them with the logical
+    types of `_PLAIN_LOGICAL` left plain (`plain`), and as the column holds them — and the
+    leaves to check. Unions of one non-null type are that type; of several, a struct of
+    `branch1`, `branch2`, …"""
+
+    named: dict[str, Any] = field(default_factory=dict)
+    leaves: list[_Leaf] = field(default_factory=list)
+
+    def of(self, schema: Any, path: tuple = ()) -> tuple[pa.DataType, pa.DataType]:
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            if len(branches) == 1:
+                return self.of(branches[0], path)
+            return self._struct([(f"branch{i}", b) for i, b in enumerate(branches, 1)], path)
+        if isinstance(schema, str):
+            if schema in _AVRO_PRIMITIVES:
+                if schema == "int":
+                    self.leaves.append(_Leaf(path, _int32_problem))
+                return _AVRO_PRIMITIVES[schema], _AVRO_PRIMITIVES[schema]
+            return self.of(self.named[schema.rsplit(".", 1)[-1]], path)
+        logical = schema.get("logicalType")
+        if logical in _PLAIN_LOGICAL:
+            self.leaves.append(_logical_leaf(logical, path))
+            return _PLAIN_LOGICAL[logical]
+        if logical == "decimal":
+            precision = min(schema.get("precision", _MAX_DECIMAL_PRECISION), _MAX_DECIMAL_PRECISION)
+            scale = min(schema.get("scale", 0), precision)
+            self.leaves.append(_decimal_leaf(precision, scale, path))
+            decimal = pa.decimal128(precision, scale)
+            return decimal, decimal
+        kind = schema.get("type")
+        if kind in ("record", "enum", "fixed"):
+            self.named[schema["name"].rsplit(".", 1)[-1]] = schema
+        if kind == "record":
+            return self._struct([(f["name"], f["type"]) for f in schema["fields"]], path)
+        if kind == "enum":
+            return pa.string(), pa.string()
+        if kind == "fixed":
+            return pa.binary(), pa.binary()
+        if kind == "array":
+            plain, column = self.of(schema["items"], path + (None,))
+            return pa.list_(plain), pa.list_(column)
+        if kind == "map":
+            plain, column = self.of(schema["values"], path + (None,))
+            return pa.map_(pa.string(), plain), pa.map_(pa.string(), column)
+        return self.of(kind, path)
+
+    def _struct(self, fields: list[tuple[str, Any]], path: tuple) -> tuple[pa.DataType, pa.DataType]:
+        types = [(name, *self.of(avro_type, path + (name,))) for name, avro_type in fields]
+        return pa.struct([(n, plain) for n, plain, _ in types]), pa.struct([(n, column) for n, _, column in types])
+
+
+def _plain(schema: Any) -> Any:
+    """`schema` (parsed or not) without the logical types of `_PLAIN_LOGICAL` and fastavro's
+    own markers: fastavro reads their plain values."""
+    if isinstance(schema, list):
+        return [_plain(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        k: _plain(v)
+        for k, v in schema.items()
+        if not k.startswith("__") and not (k == "logicalType" and v in _PLAIN_LOGICAL)
+    }
+
+
+def _unbounded(schema: Any) -> str | None:
+    """Why datums of a parsed schema could cost more than their bytes, or None: a recursive
+    type nests as deep as its bytes allow (fastavro's compiled reader recurses on the C
+    stack, and thousands of levels overflow it), and an array of items that take no bytes
+    may claim 2^62 of them in a few bytes."""
+    named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
+    expanding: set[str] = set()
+    done: set[str] = set()
+
+    def takes_no_bytes(avro_type: Any) -> bool:
+        avro_type = named.get(avro_type, avro_type) if isinstance(avro_type, str) else avro_type
+        if avro_type == "null":
+            return True
+        if not isinstance(avro_type, dict):
+            return False
+        kind = avro_type["type"]
+        if kind == "record":
+            return all(takes_no_bytes(f["type"]) for f in avro_type["fields"])
+        if kind == "fixed":
+            return avro_type["size"] == 0
+        return isinstance(kind, (dict, list)) and takes_no_bytes(kind)
+
+    def walk(avro_type: Any) -> str | None:
+        if isinstance(avro_type, list):
+            return next(filter(None, map(walk, avro_type)), None)
+        if isinstance(avro_type, str):
+            if avro_type in expanding:
+                return f'a recursive type "{avro_type}"'
+            if avro_type not in named or avro_type in done:
+                return None
+            avro_type = named[avro_type]
+        if not isinstance(avro_type, dict):
+            return None
+        name = avro_type.get("name")
+        kind = avro_type["type"]
+        if name is not None:
+            expanding.add(name)
+        if kind == "record":
+            problem = next(filter(None, (walk(f["type"]) for f in avro_type["fields"])), None)
+        elif kind == "array":
+            items = avro_type["items"]
+            problem = "an array of items that take no bytes" if takes_no_bytes(items) else walk(items)
+        elif kind == "map":
+            problem = walk(avro_type["values"])
+        else:
+            problem = walk(kind) if isinstance(kind, (dict, list)) else None
+        if name is not None:
+            expanding.discard(name)
+            done.add(name)
+        return problem
+
+    return walk(schema)
+
+
+class _AvroFraming(ValueError):
+    pass
+
+
+@dataclass
+class AvroDecoder(_Decoder):
     """Avro datums, with or without the Confluent header (magic 0 + 4-byte schema id).
 
     With a registry, the writer schema is fetched by id (with the registry's login, when it
@@ -129,11 +544,17 @@ class AvroDecoder:
     retry: RetryPolicy = RetryPolicy(0, 0)  # how registry look-ups wait out faults
 
     def __post_init__(self) -> None:
+        schema = json.loads(self.schema_json)
         named: dict[str, Any] = {}
-        self.reader_schema = fastavro.parse_schema(json.loads(self.schema_json), named_schemas=named)
+        self.reader_schema = fastavro.parse_schema(_plain(schema), named_schemas=named)
         self.writers: dict[int, Any] = {}
-        self.arrow_type = avro_arrow_type(json.loads(self.schema_json))
+        shape = _ArrowShape()
+        self.plain_type, self.arrow_type = shape.of(schema)
+        self.leaves = shape.leaves
         self.unions = _top_level_unions(self.reader_schema, named)
+        # Writer schema (by identity) → the schema fastavro reads it with, or why it cannot.
+        # The reader schema reads itself: fastavro skips resolving a schema against itself.
+        self.readable: dict[int, Any] = {id(self.reader_schema): self._bounded(self.reader_schema)}
 
     def writer(self, schema_id: int):
         if self.registry_url is None:
@@ -154,8 +575,68 @@ class AvroDecoder:
             raise writer
         return writer
 
+    @staticmethod
+    def _bounded(schema: Any) -> Any:
+        """`schema` (parsed, logical types plain) if its datums cost no more than their
+        bytes, else why not."""
+        try:
+            problem = _unbounded(schema)
+        except RecursionError:
+            problem = "nesting too deep to check"
+        return schema if problem is None else _AvroFraming(f"writer schema with {problem} is not supported")
+
+    def _readable(self, writer: Any) -> Any:
+        """The writer schema as fastavro reads it (logical types left plain), once per writer."""
+        if id(writer) not in self.readable:
+            try:
+                self.readable[id(writer)] = self._bounded(fastavro.parse_schema(_plain(writer)))
+            except RecursionError:
+                self.readable[id(writer)] = _AvroFraming("writer schema nests too deeply")
+        readable = self.readable[id(writer)]
+        if isinstance(readable, Exception):
+            raise readable
+        return readable
+
     def decode(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[list, list]:
         return decode_each(payloads, self._one)
+
+    def columns(self, payloads: Sequence[bytes | None], offsets: Sequence[int]) -> tuple[pa.Array, pa.Array]:
+        data, errors = self.decode(payloads, offsets)
+        try:
+            plain = pa.array(data, self.plain_type)
+            fits = all(leaf.fits(leaf.column(plain)) for leaf in self.leaves if leaf.fits is not None)
+        except Exception:  # noqa: BLE001 - some datum does not fit: found row by row below
+            fits = False
+        if not fits:
+            plain = self._fitting(data, errors, payloads)
+        column = plain if self.plain_type == self.arrow_type else plain.cast(self.arrow_type)
+        return column, pa.array(errors, pa.string())
+
+    def _fitting(self, data: list, errors: list, payloads: Sequence[bytes | None]) -> pa.Array:
+        """The plain column of `data` once every datum its column cannot hold is turned into
+        its message's error (`data` and `errors` are updated in place)."""
+
+        def unfit(index: int, problem: str) -> None:
+            data[index] = None
+            errors[index] = f"avro deserialization error: {problem} {describe_bytes(payloads[index])}"
+
+        for index, datum in enumerate(data):
+            if datum is not None:
+                problem = next(
+                    (p for leaf in self.leaves for p in map(leaf.problem, leaf.values(datum)) if p is not None), None
+                )
+                if problem is not None:
+                    unfit(index, problem)
+        try:
+            return pa.array(data, self.plain_type)
+        except Exception:  # noqa: BLE001 - what the leaves do not name: each datum alone
+            for index, datum in enumerate(data):
+                if datum is not None:
+                    try:
+                        pa.array([datum], self.plain_type)
+                    except Exception as e:  # noqa: BLE001 - that datum's error
+                        unfit(index, f"value does not fit its column: {e}")
+            return pa.array(data, self.plain_type)
 
     def _one(self, payload: bytes, _index: int):
         try:
@@ -175,7 +656,7 @@ class AvroDecoder:
                 )
             writer = self.writer(struct.unpack(">I", payload[1:5])[0])
             body.seek(5)
-        datum = fastavro.schemaless_reader(body, writer, self.reader_schema)
+        datum = fastavro.schemaless_reader(body, self._readable(writer), self.reader_schema)
         if body.tell() != len(payload):
             raise _AvroFraming(f"{len(payload) - body.tell()} bytes left over after the datum")
         for name, branches in self.unions:
@@ -211,67 +692,14 @@ def _as_branches(value: Any, branches: list) -> dict | None:
     raise _AvroFraming(f"value {value!r} matches no branch of its union")
 
 
-class _AvroFraming(ValueError):
-    pass
-
-
 def _avro_reason(error: Exception) -> str:
+    """Materialize's words for what fastavro (or the framing) found wrong with a datum."""
     if isinstance(error, _AvroFraming):
         return str(error)
     if isinstance(error, (EOFError, struct.error)):
         return "unexpected end of datum"
+    if isinstance(error, UnicodeDecodeError):
+        return "String was not valid UTF-8"
+    if isinstance(error, IndexError):
+        return "Union or enum index out of bounds"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-_AVRO_PRIMITIVES = {
-    "boolean": pa.bool_(),
-    "int": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "bytes": pa.binary(),
-    "string": pa.string(),
-}
-
-
-def avro_arrow_type(schema: Any, named: dict | None = None) -> pa.DataType:
-    """The Arrow type of an Avro schema's datums (unions of one non-null type: that type)."""
-    named = {} if named is None else named
-    if isinstance(schema, list):
-        branches = [b for b in schema if b != "null"]
-        if len(branches) == 1:
-            return avro_arrow_type(branches[0], named)
-        return pa.struct(
-            [(f"branch{i}", avro_arrow_type(b, named)) for i, b in enumerate(branches, 1)]
-        )
-    if isinstance(schema, str):
-        if schema in _AVRO_PRIMITIVES:
-            return _AVRO_PRIMITIVES[schema]
-        return avro_arrow_type(named[schema.rsplit(".", 1)[-1]], named)
-    logical = schema.get("logicalType")
-    if logical == "date":
-        return pa.date32()
-    if logical in ("timestamp-millis", "timestamp-micros"):
-        return pa.timestamp("us", tz="UTC")
-    if logical in ("local-timestamp-millis", "local-timestamp-micros"):
-        return pa.timestamp("us")
-    if logical in ("time-millis", "time-micros"):
-        return pa.time64("us")
-    if logical == "decimal":
-        return pa.decimal128(schema.get("precision", 38), schema.get("scale", 0))
-    if logical == "uuid":
-        return pa.string()
-    kind = schema.get("type")
-    if kind in ("record", "enum", "fixed"):
-        named[schema["name"].rsplit(".", 1)[-1]] = schema
-    if kind == "record":
-        return pa.struct([(f["name"], avro_arrow_type(f["type"], named)) for f in schema["fields"]])
-    if kind == "enum":
-        return pa.string()
-    if kind == "fixed":
-        return pa.binary()
-    if kind == "array":
-        return pa.list_(avro_arrow_type(schema["items"], named))
-    if kind == "map":
-        return pa.map_(pa.string(), avro_arrow_type(schema["values"], named))
-    return avro_arrow_type(kind, named)

@@ -90,9 +90,16 @@ ARROW_SCHEMA = pa.schema(
 # The text of a range retention deleted before it was read (first and last offset).
 LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 
+# A producer sets a message's timestamp to any 64-bit number: one beyond the year 9999
+# (which no query could hand back) reads as NULL, like a negative one.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
 BATCH_SIZE = 10_000
 # A read given no `retry` option (one outside a source) waits out faults as a source would.
 DEFAULT_RETRY = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000)
+# Bytes of keys and values per batch at most (and one message more): an Arrow column holds
+# under 2 GiB, and a batch's error texts are three times the bytes they describe.
+BATCH_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,7 @@ class Options:
     topic: str
     config: dict = field(repr=False)
     batch_size: int = BATCH_SIZE
+    batch_bytes: int = BATCH_BYTES
     # A read that makes no progress for `retry.timeout` fails instead of hanging.
     retry: RetryPolicy = DEFAULT_RETRY
     # side ("key" / "value") → decoder spec; see `decoder`.
@@ -123,6 +131,7 @@ class Options:
             topic=options["topic"],
             config=config,
             batch_size=int(options.get("batch_size", BATCH_SIZE)),
+            batch_bytes=int(options.get("batch_bytes", BATCH_BYTES)),
             retry=RetryPolicy.from_json(options["retry"]) if "retry" in options else DEFAULT_RETRY,
             decode=decode,
             report_lost=options.get("report_lost", "false") == "true",
@@ -213,6 +222,9 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
                 break
             columns.add(message, offset)
             position = offset + 1
+            if columns.size >= options.batch_bytes:
+                yield columns.batch(options.topic, partition)
+                columns = _Columns(decoders, options.report_lost)
         if len(columns) >= options.batch_size:
             yield columns.batch(options.topic, partition)
             columns = _Columns(decoders, options.report_lost)
@@ -247,16 +259,20 @@ class _Columns:
         self.timestamps: list = []
         self.timestamp_types: list[int] = []
         self.headers: list = []
+        # Bytes of the keys and values so far.
+        self.size = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def add(self, message, offset: int) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
+        key, value = message.key(), message.value()
+        self.size += len(key or b"") + len(value or b"")
+        self.keys.append(key)
+        self.values.append(value)
         self.offsets.append(offset)
         kind, ms = message.timestamp()
-        self.timestamps.append(ms * 1000 if ms >= 0 else None)
+        self.timestamps.append(ms * 1000 if 0 <= ms <= MAX_TIMESTAMP_MS else None)
         self.timestamp_types.append(max(kind - 1, 0) if kind else 0)
         headers = message.headers()
         self.headers.append(
@@ -277,8 +293,7 @@ class _Columns:
         decoded = []
         for side, side_decoder in self.decoders.items():
             payloads = self.keys if side == "key" else self.values
-            data, errors = side_decoder.decode(payloads, self.offsets)
-            decoded += [pa.array(data, side_decoder.arrow_type), pa.array(errors, pa.string())]
+            decoded += side_decoder.columns(payloads, self.offsets)
         raw = pa.RecordBatch.from_arrays(
             [
                 pa.array(self.keys, pa.binary()),

@@ -238,6 +238,12 @@ class _TypeMapper:
                 return _PRIMITIVE_TYPES[resolved], False
             raise InvalidSchema(f'unknown Avro type "{resolved}" in "{field}"', span=self.span)
         logical = _LOGICAL_TYPES.get(resolved.get("logicalType"))
+        precision = resolved.get("precision")
+        if logical is NUMERIC and not (isinstance(precision, int) and precision > 0):
+            # fastavro checks a decimal's scale but not its precision; no column holds none.
+            raise InvalidSchema(
+                f"invalid Avro schema: decimal precision must be a positive integer, not {precision}", span=self.span
+            )
         if logical is not None:
             return logical, False
         kind = resolved.get("type")

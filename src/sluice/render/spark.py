@@ -24,6 +24,7 @@ DEFAULT_MASTER = "local[2]"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
+_this_thread = threading.local()
 
 
 def spark() -> SparkSession:
@@ -38,7 +39,17 @@ def spark() -> SparkSession:
             _quiet_query_context_loggers()
             session.dataSource.register(KafkaDataSource)
             _session = session
-        return _session
+        session = _session
+    if not getattr(_this_thread, "active", False):
+        # Some of Spark's checks read settings through the calling JVM thread's active
+        # session, which only the thread that built the session has: from any other (the
+        # REPL's statement worker) they would see Spark's defaults (a stream over a TIME
+        # column refused as if `spark.sql.timeType.enabled` were off). A Spark Connect
+        # session (`SPARK_REMOTE`) has no JVM here, and its server keeps the settings.
+        if hasattr(session, "_jsparkSession"):
+            session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+        _this_thread.active = True
+    return session
 
 
 def _quiet_query_context_loggers() -> None:
@@ -87,6 +98,12 @@ def _build() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # A JSON object repeating a key keeps its last value, as PostgreSQL's jsonb does;
+        # Spark's `parse_json` would otherwise fail the whole task on one message.
+        .config("spark.sql.variant.allowDuplicateKeys", "true")
+        # Avro time-millis/time-micros columns are TIME: without the flag Spark reads them
+        # from Arrow but refuses to store them (a continuously ingested source fails).
+        .config("spark.sql.timeType.enabled", "true")
         # One shuffle partition per local core: every partition of an upsert source's state
         # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
         .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))

@@ -1,0 +1,326 @@
+"""Poison messages and what a source must do with them, on real Spark and the embedded broker.
+
+`kinds()` is a catalogue of hostile messages — one kind per entry, for every format and
+both sides — that `tests/test_poison.py` keeps as regression cases and
+`bench/fault_poison.py` counts. `problems()` puts messages through real sources and says
+what broke. A source survives its messages when:
+
+* its snapshot SELECT succeeds, or fails with the text of one of its own errors;
+* `FROM ONLY ERRORS` answers, and (ENVELOPE NONE) rows + errors + documented skips (no key
+  and no value) account for every message;
+* a twin with a dead-letter table (ingested continuously) ingests them all: its rows and
+  dead letters cover every offset once (ENVELOPE NONE), its dead letters are distinct
+  messages that are not rows (upsert).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import struct
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+import sluice
+from sluice.kafka.embedded import produce
+
+# Every field type the Avro decoder builds a column for (TIME and UUID in AVRO_CLOCK).
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "poison",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "n", "type": "long"},
+        {"name": "s", "type": ["null", "string"]},
+        {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}},
+        {"name": "tags", "type": {"type": "array", "items": "long"}},
+        {"name": "kind", "type": {"type": "enum", "name": "kind", "symbols": ["a", "b"]}},
+        {"name": "attrs", "type": {"type": "map", "values": "double"}},
+    ],
+}
+GOOD_DATUM = {
+    "id": 1, "n": 2, "s": "x", "d": 19000, "ts": 1_700_000_000_000, "amount": b"\x04\xd2", "tags": [1, 2],
+    "kind": "a", "attrs": {"k": 1.5},
+}
+AVRO_CLOCK = {
+    "type": "record",
+    "name": "clock",
+    "fields": [
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+    ],
+}
+
+# ENVELOPE DEBEZIUM: the row is `after`.
+DEBEZIUM_KEY = {"type": "record", "name": "k", "fields": [{"name": "id", "type": "int"}]}
+DEBEZIUM_VALUE = {
+    "type": "record", "name": "envelope",
+    "fields": [
+        {"name": "before", "type": ["null", {"type": "record", "name": "row", "fields": [
+            {"name": "id", "type": "int"}, {"name": "at", "type": {"type": "int", "logicalType": "date"}}]}]},
+        {"name": "after", "type": ["null", "row"]},
+        {"name": "op", "type": "string"},
+    ],
+}
+# Writer schemas a registry may name whose datums cost more than their bytes: AVRO_SCHEMA
+# with one field more (the reader skips it, reading every byte of it all the same).
+RECURSIVE_SCHEMA = {**AVRO_SCHEMA, "fields": [*AVRO_SCHEMA["fields"], {"name": "next", "type": [
+    "null", {"type": "record", "name": "node", "fields": [{"name": "next", "type": ["null", "node"]}]}]}]}
+ZERO_WIDTH_SCHEMA = {**AVRO_SCHEMA, "fields": [*AVRO_SCHEMA["fields"], {"name": "marks", "type": {
+    "type": "array", "items": {"type": "record", "name": "mark", "fields": []}}}]}
+REGISTRY_SUBJECTS = {"poison-value": AVRO_SCHEMA, "recursive": RECURSIVE_SCHEMA, "zero-width": ZERO_WIDTH_SCHEMA}
+
+
+def varint(n: int) -> bytes:
+    """Avro's zig-zag varint of any 64-bit (or wider: overflowing) integer."""
+    z = (n << 1) ^ (n >> 63) if -(2**63) <= n < 2**63 else n << 1
+    z &= (1 << max(64, z.bit_length())) - 1
+    out = bytearray()
+    while z > 0x7F:
+        out.append(z & 0x7F | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def avro_field(avro_type: Any, value: Any) -> bytes:
+    """`value` written as `avro_type` (its logical type aside: values are given plain)."""
+    if isinstance(avro_type, dict):
+        avro_type = {k: v for k, v in avro_type.items() if k != "logicalType"}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(avro_type), value)
+    return body.getvalue()
+
+
+def debezium_after(row_id: int, at: int) -> bytes:
+    """A Debezium value creating the row (`row_id`, `at`): no `before`, op "c"."""
+    return b"\x00\x02" + varint(row_id) + varint(at) + avro_field("string", "c")
+
+
+def avro_datum(**raw: bytes) -> bytes:
+    """The good datum of AVRO_SCHEMA, with the fields named in `raw` replaced by those bytes."""
+    return b"".join(
+        raw[f["name"]] if f["name"] in raw else avro_field(f["type"], GOOD_DATUM[f["name"]])
+        for f in AVRO_SCHEMA["fields"]
+    )
+
+
+def clock_datum(t: int = 3_600_000, u: bytes = b"12345678-1234-1234-1234-123456789012") -> bytes:
+    """A datum of AVRO_CLOCK from plain values: a time of day in milliseconds, a UUID's text."""
+    return varint(t) + varint(len(u)) + u
+
+
+def wire(schema_id: int, body: bytes) -> bytes:
+    """`body` in the Confluent wire format: magic 0, the schema id, the datum."""
+    return b"\x00" + struct.pack(">I", schema_id) + body
+
+
+@dataclass(frozen=True)
+class Poison:
+    """One kind of hostile message: the messages (key, value) that carry it, and the source
+    clauses that read them (`formats`: `FORMAT …` or `KEY FORMAT … VALUE FORMAT …`)."""
+
+    name: str
+    formats: str
+    messages: tuple[tuple[bytes | None, bytes | None], ...]
+    envelope: str = ""
+    timestamp_ms: int | None = None
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return self.formats, self.envelope
+
+    @property
+    def stamped(self) -> list[tuple[bytes | None, bytes | None, int | None]]:
+        return [(key, value, self.timestamp_ms) for key, value in self.messages]
+
+
+AVRO_INLINE = "FORMAT AVRO USING SCHEMA '{schema}' (CONFLUENT WIRE FORMAT = false)"
+AVRO_REGISTRY = "FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr"
+UPSERT_INLINE = "ENVELOPE UPSERT (VALUE DECODING ERRORS = INLINE)"
+
+
+def avro_inline(schema: dict) -> str:
+    return AVRO_INLINE.format(schema=json.dumps(schema).replace("'", "''"))
+
+
+def kinds(registry_ids: dict[str, int]) -> list[Poison]:
+    """The catalogue. `registry_ids`: the schema id of each of REGISTRY_SUBJECTS."""
+    reader, recursive, zero = (registry_ids[s] for s in ("poison-value", "recursive", "zero-width"))
+    inline, clock = avro_inline(AVRO_SCHEMA), avro_inline(AVRO_CLOCK)
+    good = avro_datum()
+    text_key = "KEY FORMAT TEXT VALUE FORMAT JSON"
+
+    def value(name: str, formats: str, *payloads: bytes, envelope: str = "") -> Poison:
+        return Poison(name, formats, tuple((None, p) for p in payloads), envelope)
+
+    return [
+        value("text: invalid UTF-8", "FORMAT TEXT", b"ok", b"\xff\xfe"),
+        value("text: UTF-16 surrogate in UTF-8", "FORMAT TEXT", b"\xed\xa0\x80"),
+        value("text: overlong encoding", "FORMAT TEXT", b"\xc0\x80"),
+        value("text: NUL bytes", "FORMAT TEXT", b"a\x00b"),
+        value("bytes: anything", "FORMAT BYTES", bytes(range(256))),
+        value("json: nested 50,000 deep", "FORMAT JSON", b"[" * 50_000 + b"]" * 50_000, b'{"ok": 1}'),
+        value("json: nested 128 deep", "FORMAT JSON", b"[" * 128 + b"]" * 128),
+        value("json: repeated key", "FORMAT JSON", b'{"a": 1, "a": {"b": 2, "b": 3}}'),
+        value("json: unpaired surrogate", "FORMAT JSON", b'["\\ud800"]', b'{"\\udc00": 1}'),
+        value("json: number beyond a double", "FORMAT JSON", b"[1e400]", b"1" + b"0" * 400),
+        value("json: number of 1,001 digits", "FORMAT JSON", b"1" * 1001),
+        value("json: key of 50,001 characters", "FORMAT JSON", b'{"' + b"k" * 50_001 + b'": 1}'),
+        value("json: invalid UTF-8", "FORMAT JSON", b'"\xff"'),
+        value("json: truncated and trailing garbage", "FORMAT JSON", b'{"a": [1, 2', b"1 2", b"NaN"),
+        value("csv: wrong column count", "FORMAT CSV WITH 2 COLUMNS", b"a,b", b"a", b"a,b,c", b"a,b\nc,d"),
+        value("csv: field beyond the field size limit", "FORMAT CSV WITH 2 COLUMNS", b"x" * 200_000 + b",y"),
+        value("csv: NUL, invalid UTF-8, open quote", "FORMAT CSV WITH 2 COLUMNS", b"a\x00,b", b"\xff,b", b'"a,b'),
+        value("avro: int beyond 32 bits", inline, good, avro_datum(id=varint(999_999_999_999))),
+        value("avro: varint beyond 64 bits", inline, avro_datum(n=b"\xff" * 20 + b"\x01")),
+        value("avro: string length beyond the message", inline, avro_datum(s=b"\x02" + varint(2**40))),
+        value("avro: negative string length", inline, avro_datum(s=b"\x02" + varint(-5))),
+        value("avro: invalid UTF-8 string", inline, avro_datum(s=b"\x02\x04\xff\xfe")),
+        value("avro: date out of range", inline, avro_datum(d=varint(2**31 - 1)), avro_datum(d=varint(-(2**31)))),
+        value("avro: timestamp out of range", inline, avro_datum(ts=varint(2**62)), avro_datum(ts=varint(-(2**62)))),
+        value("avro: time and uuid columns", clock,
+              clock_datum(), clock_datum(u=b"12345678-1234-1234-1234-12345678ABCD")),
+        value("avro: time out of range", clock, clock_datum(t=-1), clock_datum(t=86_400_000)),
+        value("avro: not a uuid", clock, clock_datum(u=b"abc")),
+        value("avro: decimal beyond its precision", inline, avro_datum(amount=varint(20) + b"\x7f" * 20)),
+        value("avro: array block count of 2^62", inline, avro_datum(tags=varint(2**62) + b"\x02")),
+        value("avro: union and enum index out of range", inline, avro_datum(s=varint(7)), avro_datum(kind=varint(9))),
+        value("avro: truncated and trailing bytes", inline, good[:-3], good + b"\x00\x01"),
+        value("avro registry: unknown schema id", AVRO_REGISTRY, wire(reader, good), wire(999, good)),
+        value("avro registry: bad magic and short header", AVRO_REGISTRY, b"\x07" + good, b"\x00\x00"),
+        value("avro registry: recursive writer 50,000 deep", AVRO_REGISTRY,
+              wire(recursive, good + b"\x02" * 50_001 + b"\x00")),
+        value("avro registry: 2^62 items of no bytes", AVRO_REGISTRY, wire(zero, good + varint(2**62) + b"\x00")),
+        Poison("upsert: text key invalid UTF-8", text_key, ((b"\xff", b"{}"), (b"k", b"{}")), UPSERT_INLINE),
+        Poison("upsert: json key nested 50,000 deep", "KEY FORMAT JSON VALUE FORMAT JSON",
+               ((b"[" * 50_000, b"{}"), (b"1", b"[" * 50_000)), UPSERT_INLINE),
+        Poison("upsert: avro key int beyond 32 bits", f"KEY {avro_inline({'type': 'int'})} VALUE FORMAT TEXT",
+               ((varint(999_999_999_999), b"v"), (varint(5), b"w")), "ENVELOPE UPSERT"),
+        Poison("upsert: avro value poison, inline", f"KEY FORMAT TEXT VALUE {inline}",
+               ((b"a", avro_datum(id=varint(2**40))), (b"b", good), (b"c", wire(1, good))), UPSERT_INLINE),
+        Poison("debezium: key and after record out of range",
+               f"KEY {avro_inline(DEBEZIUM_KEY)} VALUE {avro_inline(DEBEZIUM_VALUE)}",
+               ((varint(1), debezium_after(1, 5)), (varint(2), debezium_after(2**40, 5)),
+                (varint(3), debezium_after(3, 2**31 - 1)), (varint(2**40), debezium_after(4, 5))),
+               "ENVELOPE DEBEZIUM"),
+        Poison("kafka: timestamp past year 9999", "FORMAT TEXT", ((None, b"late"),), timestamp_ms=2**62),
+    ]
+
+
+def bounded(session: sluice.Session, sql: str, seconds: float) -> list:
+    """`sql`'s rows; raises `TimeoutError` (its Spark jobs cancelled) past `seconds`."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["rows"] = session.execute(sql).rows
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        from sluice.render.spark import spark
+
+        spark().sparkContext.cancelAllJobs()
+        raise TimeoutError(f"{sql} ran longer than {seconds:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]
+
+
+def _attempt(session: sluice.Session, sql: str, seconds: float) -> tuple[list | None, str | None]:
+    try:
+        return bounded(session, sql, seconds), None
+    except Exception as e:  # noqa: BLE001 - any failure is the finding
+        return None, f"{type(e).__name__}: {e}"
+
+
+def problems(session: sluice.Session, kafka, registry, topic: str, formats: str, envelope: str,
+             messages: list[tuple[bytes | None, bytes | None, int | None]], seconds: float = 120.0) -> list[str]:
+    """What broke when `messages` (key, value, timestamp or None) went through a snapshot
+    source and a continuously ingested twin reading `topic` (created here) with `formats` and
+    `envelope`; [] when nothing did. `registry` (tests.registry.Registry) serves the
+    catalogue's reader schema as the topic's."""
+    registry.subjects[f"{topic}-value"] = registry.subjects["poison-value"]
+    kafka.create_topic(topic, 1)
+    for timestamp_ms, run in itertools.groupby(messages, key=lambda m: m[2]):
+        produce(kafka.bootstrap, topic, [(k, v) for k, v, _ in run], partition=0, timestamp_ms=timestamp_ms)
+    keyed = envelope != ""
+    include = "INCLUDE OFFSET" if keyed or formats.startswith("FORMAT") else "INCLUDE KEY, OFFSET"
+    snapshot, ingested = f"{topic}_s", f"{topic}_i"
+    for name, extra in ((snapshot, ""), (ingested, f"WITH (REDIRECT ERRORS = {ingested}_dlq)")):
+        session.execute(
+            f"CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC '{topic}') {formats} {include} {envelope} {extra}"
+        )
+    errors, failure = _attempt(session, f"SELECT message FROM ONLY ERRORS {snapshot}", seconds)
+    if failure is not None:
+        return [f"FROM ONLY ERRORS failed: {failure}"]
+    found = _snapshot_problems(session, snapshot, {m for (m,) in errors}, seconds)
+    rows, failure = _attempt(session, f"SELECT count(*) FROM IGNORE ERRORS {snapshot}", seconds)
+    skipped = sum(1 for k, v, _ in messages if k is None and v is None)
+    if failure is not None:
+        found.append(f"IGNORE ERRORS failed: {failure[:300]}")
+    elif not keyed and rows[0][0] + len(errors) + skipped != len(messages):
+        found.append(f"{rows[0][0]} rows + {len(errors)} errors + {skipped} skipped != {len(messages)} messages")
+
+    sides, failure = _attempt(
+        session, f'SELECT true, "offset" FROM {ingested} UNION ALL SELECT false, "offset" FROM {ingested}_dlq', seconds
+    )
+    if failure is not None:
+        return found + [f"continuous ingestion failed: {failure[:300]}"]
+    kept, lettered = [o for row, o in sides if row], [o for row, o in sides if not row]
+    every = [o for o, (k, v, _) in enumerate(messages) if k is not None or v is not None]
+    if not keyed and sorted(kept + lettered) != every:
+        found.append(f"ingested rows {sorted(kept)} and dead letters {sorted(lettered)} do not cover {every} once")
+    if keyed and (len(set(lettered)) != len(lettered) or set(kept) & set(lettered)):
+        found.append(f"ingested rows {sorted(kept)} and dead letters {sorted(lettered)} overlap")
+    return found
+
+
+def _snapshot_problems(session: sluice.Session, source: str, errors: set[str], seconds: float) -> list[str]:
+    """Whether the snapshot SELECT fails exactly when the source has errors, with one of them."""
+    try:
+        bounded(session, f"SELECT * FROM {source}", seconds)
+    except sluice.SqlError as e:
+        if e.message in errors:
+            return []
+        return [f"snapshot SELECT failed with something else than its errors: {e.message[:300]}"]
+    except Exception as e:  # noqa: BLE001 - any other failure is the finding
+        return [f"snapshot SELECT failed: {type(e).__name__}: {str(e)[:300]}"]
+    return [f"snapshot SELECT succeeded over {len(errors)} errors"] if errors else []
+
+
+def broken(session: sluice.Session, kafka, registry, poisons: Iterable[Poison],
+           seconds: float = 120.0) -> dict[str, list[str]]:
+    """The poison kinds that break a source, with what broke. Kinds read the same way share
+    one topic; a topic with a problem is tried again kind by kind, to name the culprits."""
+    groups: dict[tuple, list[Poison]] = {}
+    for poison in poisons:
+        groups.setdefault(poison.group, []).append(poison)
+    found: dict[str, list[str]] = {}
+    for number, ((formats, envelope), members) in enumerate(groups.items()):
+        messages = [m for poison in members for m in poison.stamped]
+        shared = problems(session, kafka, registry, f"g{number}", formats, envelope, messages, seconds)
+        if not shared:
+            continue
+        if len(members) == 1:
+            found[members[0].name] = shared
+            continue
+        alone = {
+            poison.name: problems(session, kafka, registry, f"g{number}k{index}", formats, envelope, poison.stamped,
+                                  seconds)
+            for index, poison in enumerate(members)
+        }
+        # Kinds that break a source only together are each counted.
+        found.update({name: p for name, p in alone.items() if p} or {name: shared for name in alone})
+    return found
