@@ -2,7 +2,7 @@
 sources ingest — ENVELOPE NONE with a dead-letter table, and UPSERT under a materialized
 view — then reopened on the same data directory show exactly what was produced: nothing
 lost, nothing duplicated, in rows, errors, dead-letter rows and the source counters.
-The default run kills one session; `pytest -m long` kills six in turn."""
+The default run kills five sessions in turn; `pytest -m long` kills twelve."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from sluice.kafka.embedded import EmbeddedKafka
 from tests.store_faults import Produced, kill_rounds, open_session, outcome
 
 
-@pytest.mark.parametrize("rounds", [1, pytest.param(6, marks=pytest.mark.long)])
+@pytest.mark.parametrize("rounds", [5, pytest.param(12, marks=pytest.mark.long)])
 def test_killed_sessions_resume_with_nothing_lost_or_duplicated(spark, tmp_path, rounds) -> None:
     data_dir = tmp_path / "data"
     with EmbeddedKafka() as kafka:
