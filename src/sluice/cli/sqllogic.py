@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import io
 import json
 import re
-import struct
 import sys
 import time
 import traceback
@@ -35,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sluice.errors import InternalError, SqlError, as_sql_error, format_error
+from sluice.kafka.encode import avro_from_json, confluent_frame, literal
 from sluice.values import slt_value
 
 ENGINE = "postgresql"  # what `skipif` / `onlyif` call sluice
@@ -44,7 +43,6 @@ SORT_MODES = ("nosort", "rowsort", "valuesort")
 MODES = ("standard", "cockroach")
 _HASH_LINE = re.compile(r"(\d+) values hashing to ([0-9a-f]{32})")
 _TYPES = re.compile(r"[A-Za-z]+")
-_ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})")
 _REPORT_LINES = 40  # a diff longer than this is cut
 
 _KAFKA_ARGS = {
@@ -610,7 +608,7 @@ class FileRunner:
             key_text, sep, value_text = line.partition(args.get("key-terminator", ":"))
             if not sep:
                 raise ValueError(f"no key terminator {args.get('key-terminator', ':')!r} in the line")
-            key = _literal(key_text) if key_text else None
+            key = literal(key_text) if key_text else None
             value = None
             if value_text:
                 value = self._encode(value_text, value_format, args.get("schema"), args)
@@ -629,29 +627,14 @@ class FileRunner:
 
     def _encode(self, text: str, fmt: str, schema: str | None, args: dict[str, str]) -> bytes:
         if fmt != "avro":
-            return _literal(text)
-        import fastavro
-
+            return literal(text)
         if schema not in self.schemas:
             raise ValueError(f"no kafka-schema named {schema!r}")
         schema_id, parsed = self.schemas[schema]
-        try:
-            datum = next(iter(fastavro.json_reader(io.StringIO(text), parsed)))
-            body = io.BytesIO()
-            fastavro.schemaless_writer(body, parsed, datum)
-        except Exception as e:
-            raise ValueError(
-                f"not a datum of schema {schema} in Avro's JSON encoding: {type(e).__name__}: {e}"
-            ) from None
+        body = avro_from_json(text, parsed, schema_name=f"schema {schema}")
         if args.get("confluent-wire-format", "true") == "false":
-            return body.getvalue()
-        return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
-
-
-def _literal(text: str) -> bytes:
-    """The UTF-8 bytes of `text`, each `\\xHH` standing for the byte HH."""
-    raw = text.encode("utf-8", "surrogateescape")
-    return _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), raw)
+            return body
+        return confluent_frame(schema_id, body)
 
 
 def _affected(result: Any) -> int:
