@@ -131,7 +131,7 @@ class Session:
             self.catalog.commit(current.with_items(planned.items))
             views = [i.id for i in planned.items if i.kind == kinds.MATERIALIZED_VIEW]
             if views and self.check_kafka:
-                from sluice.render.snapshot import start_ingestion
+                from sluice.render.executor import start_ingestion
 
                 # A materialized view runs from its creation: its sources ingest continuously.
                 updated = self.catalog.current
@@ -162,7 +162,7 @@ class Session:
         if isinstance(planned, QueryPlan):
             return self._select(planned)
         if isinstance(planned, StatisticsPlan):
-            from sluice.render.snapshot import source_statistics  # Spark only when needed
+            from sluice.render.executor import source_statistics  # Spark only when needed
 
             rows = source_statistics(self._streams(), current, planned.source_ids)
             return Result(planned.status, planned.columns, rows)
@@ -171,7 +171,7 @@ class Session:
             changes = self._subscription(planned)
             return Result(planned.status, changes.columns, changes.snapshot())
         if isinstance(planned, WritePlan):
-            from sluice.render.snapshot import run_write  # Spark only when data is needed
+            from sluice.render.executor import run_write  # Spark only when data is needed
 
             return Result(run_write(planned, current, self.tables, {}))
         raise FeatureNotSupported(
@@ -192,13 +192,13 @@ class Session:
         return self._subscription(planned)
 
     def _subscription(self, planned: SubscribePlan):
-        from sluice.render.snapshot import subscription  # Spark only when data is needed
+        from sluice.render.executor import subscription  # Spark only when data is needed
 
         return subscription(planned.query, self.catalog.current, self.tables, self._streams())
 
     def _select(self, planned: QueryPlan) -> Result:
         """A snapshot: every source read up to the offsets current when the query starts."""
-        from sluice.render.snapshot import live_stores, run_snapshot  # Spark only when needed
+        from sluice.render.executor import live_stores, run_snapshot  # Spark only when needed
 
         current = self.catalog.current
         stores = live_stores(self._streams(), current, [r.item_id for r in planned.reads])

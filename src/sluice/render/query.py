@@ -29,9 +29,9 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
-from sluice.render import evaluation
-from sluice.render.evaluation import MESSAGE, Fusion
-from sluice.render.semantics import spark_sql
+from sluice.lower import evaluation
+from sluice.lower.evaluation import MESSAGE, Fusion
+from sluice.lower.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame

@@ -1,5 +1,6 @@
-"""Snapshot SELECT (each source read up to its offsets when the query starts) and table
-writes, run on Spark."""
+"""The executor: runs a plan on Spark — snapshot SELECT (each source read up to its offsets
+when the query starts), table writes, subscriptions, source statistics and continuous
+ingestion."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.kafka.retry import SourceUnavailable, reason_of
+from sluice.lower.evaluation import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
-from sluice.render.evaluation import spark_error
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer, SourceDataError
 from sluice.render.source import SourceRead, retry_policy

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sluice.render import jsonb
+from sluice.lower import jsonb
 
 _TRUTH_ONLY = (exp.Where, exp.Having)
 
