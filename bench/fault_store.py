@@ -35,15 +35,18 @@ from tests.store_faults import (  # noqa: E402
 )
 
 
-def damages(work: Path) -> list[str]:
-    """The outcome of each damage case."""
+def damages(work: Path) -> list[tuple[str, str]]:
+    """(damage case, its outcome) for each damage case."""
     cases = [(d, False) for d in DAMAGES] + [(d, True) for d in WHILE_RUNNING]
     with EmbeddedKafka() as kafka:
         produced = Produced(kafka.bootstrap)
         produced.create_topics(kafka)
         baseline(work / "base", work / "older", produced)
         return [
-            damage_case(work / "base", work / "older", work / f"case-{i}", produced, damage, running)
+            (
+                f"{damage}{' (running)' if running else ''}",
+                damage_case(work / "base", work / "older", work / f"case-{i}", produced, damage, running),
+            )
             for i, (damage, running) in enumerate(cases)
         ]
 
@@ -63,14 +66,16 @@ def kills(work: Path, rounds: int) -> tuple[int, int]:
 
 def measure(rounds: int = 5) -> list[tuple[str, object]]:
     with tempfile.TemporaryDirectory(prefix="sluice-fault-store-") as work:
-        outcomes = damages(Path(work) / "damages")
+        cases = damages(Path(work) / "damages")
         lost, duplicated = kills(Path(work) / "kills", rounds)
+    outcomes = [outcome for _, outcome in cases]
     return [
         ("store damages tried", len(outcomes)),
         ("store damages answered right", sum(o == "right" for o in outcomes)),
         ("store damages lost silently", sum(o.startswith("lost") for o in outcomes)),
         ("store damages answered wrong", sum(o.startswith("wrong") for o in outcomes)),
         ("store damages failing loudly", sum(o.startswith("loud") for o in outcomes)),
+        *((f"  {case}", outcome) for case, outcome in cases if outcome != "right"),
         ("kill rounds", rounds),
         ("rows lost after kills", lost),
         ("rows duplicated after kills", duplicated),
