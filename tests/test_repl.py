@@ -131,7 +131,9 @@ def test_completion_offers_catalog_names_before_keywords() -> None:
 
 def test_completion_of_meta_commands() -> None:
     assert candidates("\\ti", ["timely"]) == ("\\ti", ["\\timing"])
-    assert candidates("\\", [])[1] == ["\\d", "\\timing", "\\i", "\\kafka", "\\?", "\\q"]
+    assert candidates("\\", [])[1] == [
+        "\\d", "\\dt", "\\dv", "\\dm", "\\ds", "\\x", "\\pset", "\\timing", "\\i", "\\kafka", "\\log", "\\?", "\\q"
+    ]
     assert candidates("\\d ord", ["orders"]) == ("ord", ["orders"])
 
 
@@ -157,6 +159,9 @@ def test_which_statements_wait_for_spark(tmp_path: Path, sql: str, spark: bool) 
 
 class NoSpark(SparkStarter):
     """A Spark that must never be asked for: statements in these tests need none."""
+
+    def __init__(self) -> None:
+        super().__init__(self.start)
 
     def start(self) -> None:
         raise AssertionError("a statement that needs no Spark waited for it")
@@ -188,6 +193,7 @@ def test_statements_meta_commands_and_errors_without_spark(tmp_path: Path) -> No
         " t    | table\n"
         "(1 row)\n"
         + result_text(show("SHOW COLUMNS FROM t")) + "\n"
+        + "timeline: EpochMilliseconds\n"
         + "ERROR:  unknown catalog item 'nope'\n"
         "ERROR:  unknown catalog item 'nope'\n"
         "LINE 2: FROM nope;\n"

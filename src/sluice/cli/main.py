@@ -2,7 +2,9 @@
 
 `sluice` alone, or `sluice repl [--data-dir DIR] [--broker ADDR] [--master URL]
 [--history-file FILE]`, starts the interactive SQL shell (on an embedded Kafka broker
-unless `--broker` names one).
+unless `--broker` names one). It and `run` take Spark's settings (`--conf KEY=VALUE`,
+repeatable, after those of the `$SLUICE_SPARK_CONF` file; `--spark-ui`) and psql's
+output flags (`--csv`, `-A` unaligned, `-t` rows only).
 `sluice parse [FILE|-] [--ast]` prints each statement's canonical SQL (or its syntax tree);
 `sluice plan [FILE|-]` shows what a script would create and read, without Spark or Kafka.
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
@@ -24,7 +26,7 @@ import sys
 import threading
 
 from sluice.cli.describe import describe_plan
-from sluice.cli.table import result_text
+from sluice.cli.display import Display
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.syntax import parse, parse_statement
@@ -107,7 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if text is None:
         return 2
     failed = False
-    with Session(args.data_dir) as session:
+    display = _display(args)
+    with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session:
         for start, end in split_statements(text):
             try:
                 result = session.execute_statement(parse_statement(text, start, end))
@@ -117,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     return 1
                 failed = True
                 continue
-            print(result_text(result))
+            print(display.result(result))
     return 1 if failed else 0
 
 
@@ -136,7 +139,32 @@ def cmd_test(args: argparse.Namespace) -> int:
 def cmd_repl(args: argparse.Namespace) -> int:
     from sluice.cli.repl import main as repl  # prompt_toolkit only for the shell
 
-    return repl(args.data_dir, args.broker, args.master, args.history_file)
+    return repl(
+        args.data_dir, args.broker, args.master, args.history_file,
+        spark_conf=args.conf, spark_ui=args.spark_ui, display=_display(args),
+    )
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def _add_spark_and_output_options(p: argparse.ArgumentParser) -> None:
+    """Spark's settings and psql's output flags, shared by the shell and `run`."""
+    p.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable; after those of the $SLUICE_SPARK_CONF file)")
+    p.add_argument("--spark-ui", action="store_true", help="run Spark's web UI and print its address")
+    p.add_argument("--csv", action="store_true", help="print results as CSV")
+    p.add_argument("-A", "--no-align", action="store_true", help="unaligned output: fields joined by |")
+    p.add_argument("-t", "--tuples-only", action="store_true", help="rows only: no header, no row count")
+
+
+def _display(args: argparse.Namespace) -> Display:
+    shown = "csv" if args.csv else "unaligned" if args.no_align else "aligned"
+    return Display(format=shown, tuples_only=args.tuples_only)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Spark master (default: $SLUICE_SPARK_MASTER or local[2])")
     p.add_argument("--history-file", metavar="FILE",
                    help="where line-editing history is kept (default: ~/.sluice_history)")
+    _add_spark_and_output_options(p)
     p.set_defaults(run=cmd_repl)
     p = commands.add_parser("parse", help="print the canonical SQL of a script")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
@@ -160,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", dest="command_text", metavar="SQL", help="run this SQL instead of a file")
     p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
     p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    _add_spark_and_output_options(p)
     p.set_defaults(run=cmd_run)
     p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
     p.set_defaults(run=cmd_demo)

@@ -2,11 +2,12 @@
 
 This module owns the shell: reading statements (prompt_toolkit line editing, history,
 pygments highlighting, completion of keywords and catalog names; a statement ends at a
-top-level `;`), meta-commands (`\\d`, `\\timing`, `\\i`, `\\kafka`, `\\q`, `\\?`), running
-statements so that Ctrl-C cancels them without ending the session, and printing
-SUBSCRIBE changes as they arrive. The prompt comes first: the catalog's `kafka`
-connection and Spark are set up in background threads, and only a statement that needs
-Spark waits for it, with a status line.
+top-level `;`), meta-commands (`\\d` and its `\\dt \\dv \\dm \\ds`, `\\x`, `\\pset`,
+`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\q`, `\\?`), running statements so that Ctrl-C
+cancels them without ending the session, showing results as `display` says (through
+the pager when they do not fit), and printing SUBSCRIBE changes as they arrive. The
+prompt comes first: the catalog's `kafka` connection and Spark are set up in background
+threads, and only a statement that needs Spark waits for it, with a progress line.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from sluice.catalog import items as kinds
-from sluice.cli.table import format_table, result_text
+from sluice.cli.display import EXPANDED_CHOICES, Display, page
+from sluice.cli.progress import ProgressLine, progress_text
+from sluice.cli.table import format_table
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
 from sluice.session import Session
@@ -38,21 +42,31 @@ DEFAULT_HISTORY = Path.home() / ".sluice_history"
 CONNECTION_NAME = "kafka"
 
 META_COMMANDS = {
-    "d": ("\\d [NAME]", "list relations, or the columns of relation NAME"),
+    "d": ("\\d [NAME]", "list relations, or describe relation NAME"),
+    "dt": ("\\dt", "list tables (dead-letter tables too)"),
+    "dv": ("\\dv", "list views"),
+    "dm": ("\\dm", "list materialized views"),
+    "ds": ("\\ds", "list sources"),
+    "x": ("\\x [on|off|auto]", "expanded display: a block per row (auto: when too wide)"),
+    "pset": ("\\pset pager [on|off]", "page output taller or wider than the terminal"),
     "timing": ("\\timing [on|off]", "toggle printing how long each statement took"),
     "i": ("\\i FILE", "run the statements in FILE"),
     "kafka": ("\\kafka", "show the Kafka broker address in use"),
+    "log": ("\\log", "show the path of Spark's log"),
     "?": ("\\?", "show this help"),
     "q": ("\\q", "quit (Ctrl-D too)"),
 }
 HELP = "\n".join(
-    [f"  {usage:<18} {what}" for usage, what in META_COMMANDS.values()]
+    [f"  {usage:<21} {what}" for usage, what in META_COMMANDS.values()]
     + [
         "",
         "  SQL statements end with ';' and may span lines. Ctrl-C cancels a running",
         "  statement or ends a SUBSCRIBE; at the prompt it clears the line.",
     ]
 )
+
+# psql's listing commands, as the SHOW statement each runs.
+LISTINGS = {"dt": "SHOW TABLES", "dv": "SHOW VIEWS", "dm": "SHOW MATERIALIZED VIEWS", "ds": "SHOW SOURCES"}
 
 # Query bodies are parsed by sqlglot, so the grammar's keywords lack most words of a query.
 QUERY_WORDS = frozenset(
@@ -153,8 +167,8 @@ class SparkStarter:
     """Starts sluice's Spark session in a background thread (importing pyspark alone takes
     seconds), so that the prompt does not wait for it. `factory` makes the session."""
 
-    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
-        self._factory = factory or _sluice_spark
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.session: Any = None
@@ -217,23 +231,18 @@ class SparkStarter:
         threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
 
-def _sluice_spark() -> Any:
-    # Imported here: only render/ imports pyspark, and importing it is slow.
-    from sluice.render.spark import spark
-
-    return spark()
-
-
 class Cancelled(Exception):
     """The user pressed Ctrl-C while a statement ran."""
 
 
 def _interruptible(
-    work: Callable[[], Any], on_interrupt: Callable[[threading.Thread], None] | None = None
+    work: Callable[[], Any],
+    on_interrupt: Callable[[threading.Thread], None] | None = None,
+    progress: ProgressLine | None = None,
 ) -> Any:
     """`work()` run in a worker thread, so that Ctrl-C reaches this (the main) thread at
     once: it calls `on_interrupt(worker)` and raises `Cancelled`; the worker's outcome is
-    dropped."""
+    dropped. `progress` is redrawn while the work goes on, and erased when it ends."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
@@ -249,11 +258,15 @@ def _interruptible(
     worker.start()
     try:
         while not done.wait(0.1):
-            pass
+            if progress is not None:
+                progress.tick()
     except KeyboardInterrupt:
         if on_interrupt is not None:
             on_interrupt(worker)
         raise Cancelled from None
+    finally:
+        if progress is not None:
+            progress.clear()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -303,12 +316,14 @@ class Repl:
         embedded: bool,
         spark: SparkStarter | None = None,
         out: TextIO | None = None,
+        display: Display | None = None,
     ) -> None:
         self.session = session
         self.broker = broker
         self.embedded = embedded
-        self.spark = spark or SparkStarter()
+        self.spark = spark or SparkStarter(session.start_spark)
         self.out = out or sys.stdout
+        self.display = display or Display()
         self.timing = False
         self._statements = 0
         self._setup_done = threading.Event()
@@ -318,6 +333,20 @@ class Repl:
     def write(self, text: str = "") -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+    def note(self, text: str) -> None:
+        """A word about the session rather than a result: on stderr when results are
+        for a script (CSV, unaligned or rows only), which reads stdout."""
+        if self.display.for_scripts:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            self.write(text)
+
+    def show(self, result) -> None:
+        """A statement's result, as the display says, paged if it does not fit."""
+        tty = self.out.isatty()
+        width = shutil.get_terminal_size().columns if tty else None
+        page(self.display.result(result, width), self.out, enabled=self.display.pager)
 
     def banner_lines(self, version: str, *, spark_now: bool = True) -> list[str]:
         where = "embedded broker" if self.embedded else "broker"
@@ -385,7 +414,7 @@ class Repl:
             else:
                 own_text = redact_secrets(text[start:end])
                 result = self._on_spark(own_text, lambda: self.session.apply(planned, statement))
-                self.write(result_text(result))
+                self.show(result)
         except Cancelled:
             raise
         except Exception as e:  # shown with its caret; the script's next statement runs
@@ -412,7 +441,8 @@ class Repl:
                 on_interrupt()
             self.spark.cancel_group(group, worker)
 
-        return _interruptible(grouped, interrupt)
+        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
+        return _interruptible(grouped, interrupt, line)
 
     def _subscribe(self, subscribe: Callable[[str], Any], text: str) -> None:
         """Print the changes of `session.subscribe(text)` until Ctrl-C or its end. A
@@ -456,24 +486,23 @@ class Repl:
         """Block until Spark is up, showing that (and for how long) the statement waits."""
         self.spark.start()  # again, after a failed start
         if not self.spark.wait(0):
-            tty = self.out.isatty()
-            self.out.write("starting Spark…" + ("" if tty else "\n"))
-            self.out.flush()
-            shown = 0
+            if not self.out.isatty():
+                self.note("starting Spark…")
+            since = time.monotonic() - self.spark.started_at
+            line = ProgressLine(
+                self.out, lambda waited: f"starting Spark… {int(waited + since)} s", delay=0
+            )
             try:
                 while not self.spark.wait(0.2):
-                    waited = int(time.monotonic() - self.spark.started_at)
-                    if tty and waited != shown:
-                        shown = waited
-                        self.out.write(f"\rstarting Spark… {waited} s")
-                        self.out.flush()
+                    line.tick()
             except KeyboardInterrupt:
-                if tty:
-                    self.out.write("\n")
                 raise Cancelled from None
-            if tty:
-                self.out.write("\r\x1b[K")
-            self.write(f"Spark is ready (started in {self.spark.took:.1f} s)")
+            finally:
+                line.clear()
+            self.note(f"Spark is ready (started in {self.spark.took:.1f} s)")
+            url = self.session.spark_ui() if self.spark.error is None else None
+            if url is not None:
+                self.note(f"Spark UI: {url}")
         self.spark.check()
 
     def meta(self, command: MetaCommand) -> bool:
@@ -484,6 +513,14 @@ class Repl:
             self.write(HELP)
         elif name == "d":
             self._describe(argument)
+        elif name in LISTINGS:
+            self._list(name)
+        elif name == "x":
+            self._set_expanded(argument)
+        elif name == "pset":
+            self._pset(argument)
+        elif name == "log":
+            self.write(str(self.session.spark_log()))
         elif name == "timing":
             self._set_timing(argument)
         elif name == "i":
@@ -509,11 +546,43 @@ class Repl:
             self.write(format_table(("name", "type"), relations))
             return
         try:
-            result = self.session.execute(f"SHOW COLUMNS FROM {name}")
+            columns = self.session.execute(f"SHOW COLUMNS FROM {name}")
+            about = self.session.describe(name)
+            counters = self.session.has_counters(name) if about and about[0].startswith("kafka:") else None
         except SqlError as e:
             self.write(format_error(e))
             return
-        self.write(result_text(result))
+        self.show(columns)
+        for line in about:
+            self.write(line)
+        if counters is False:
+            self.write(f"counters: none yet (SHOW SOURCE STATISTICS FOR {name} starts ingesting it)")
+        elif counters:
+            self._wait_for_spark()
+            text = f"SHOW SOURCE STATISTICS FOR {name}"
+            self.show(self._on_spark(text, lambda: self.session.execute(text)))
+
+    def _list(self, name: str) -> None:
+        self._wait_for_setup()
+        self.show(self.session.execute(LISTINGS[name]))
+
+    def _set_expanded(self, argument: str) -> None:
+        choice = argument.lower()
+        if choice and choice not in EXPANDED_CHOICES:
+            self.write(f"\\x: unrecognized value \"{argument}\"; expected on, off or auto")
+            return
+        self.display.expanded = choice or ("off" if self.display.expanded != "off" else "on")
+        shown = "used automatically" if self.display.expanded == "auto" else self.display.expanded
+        self.write(f"Expanded display is {shown}.")
+
+    def _pset(self, argument: str) -> None:
+        option, _, value = argument.partition(" ")
+        value = value.strip().lower()
+        if option != "pager" or value not in ("", "on", "off"):
+            self.write(f"\\pset: unsupported \"{argument}\"; \\pset pager [on|off] is")
+            return
+        self.display.pager = not self.display.pager if not value else value == "on"
+        self.write(f"Pager usage is {'on' if self.display.pager else 'off'}.")
 
     def _set_timing(self, argument: str) -> None:
         choice = argument.lower()
@@ -616,6 +685,10 @@ def main(
     broker: str | None,
     master: str | None,
     history_file: str | None,
+    *,
+    spark_conf: Sequence[tuple[str, str]] = (),
+    spark_ui: bool = False,
+    display: Display | None = None,
 ) -> int:
     if master:
         os.environ["SLUICE_SPARK_MASTER"] = master
@@ -626,7 +699,7 @@ def main(
 
             kafka = EmbeddedKafka()
             broker = kafka.bootstrap
-        session = Session(data_dir)
+        session = Session(data_dir, spark_conf=spark_conf, spark_ui=spark_ui)
     except SqlError as e:
         print(format_error(e), file=sys.stderr)
         if kafka is not None:
@@ -634,9 +707,9 @@ def main(
         return 1
     interactive = sys.stdin.isatty()
     with session:
-        repl = Repl(session, broker, embedded=kafka is not None)
+        repl = Repl(session, broker, embedded=kafka is not None, display=display)
         for line in repl.banner_lines(_version(), spark_now=interactive):
-            repl.write(line)
+            repl.note(line)
         try:
             if interactive:
                 interact(repl, Path(history_file) if history_file else DEFAULT_HISTORY)
