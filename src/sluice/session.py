@@ -256,6 +256,14 @@ class Session:
         # The first line is the kind and name, and the caller shows the columns as a table.
         return [line[2:] for line in writer.lines[1:] if not line.lstrip().startswith("columns:")]
 
+    def relation_columns(self) -> dict[str, tuple[str, ...]]:
+        """Each relation's column names, by relation name (for completion)."""
+        return {
+            item.name: tuple(c.name for c in item.columns)
+            for item in self.catalog.current
+            if item.kind in kinds.RELATIONS
+        }
+
     @user_errors
     def has_counters(self, name: str) -> bool:
         """Whether the source `name` is, or was, ingested continuously: only then does it

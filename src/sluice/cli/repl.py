@@ -19,7 +19,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -137,10 +137,17 @@ def parse_meta(line: str) -> MetaCommand:
     return MetaCommand(match.group(1), match.group(2))
 
 
-def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list[str]]:
+def candidates(
+    text_before_cursor: str,
+    names: Iterable[str],
+    columns: Mapping[str, Sequence[str]] | None = None,
+    text: str | None = None,
+) -> tuple[str, list[str]]:
     """The word being completed and what it may become: meta-commands after a leading
     backslash, catalog names after `\\d`, otherwise catalog names and keywords (in the case
-    the word is typed in)."""
+    the word is typed in) — after SELECT, WHERE and the like, column names first: those
+    of the relations the statement (`text`, the whole input) reads, or all of `columns`
+    (relation → its column names) when it names none yet."""
     meta = re.fullmatch(r"\s*(\\\S*)", text_before_cursor)
     if meta is not None:
         word = meta.group(1)
@@ -154,6 +161,10 @@ def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list
     matching_names = sorted({n for n in names if n.lower().startswith(folded) and n != word})
     if argument_of is not None:
         return word, matching_names
+    if columns and _wants_column(text_before_cursor[: len(text_before_cursor) - len(word)]):
+        in_scope = _columns_in_scope(text if text is not None else text_before_cursor, columns)
+        matching_columns = sorted({c for c in in_scope if c.lower().startswith(folded) and c != word})
+        matching_names = matching_columns + [n for n in matching_names if n not in matching_columns]
     lower = word.islower()
     matching_keywords = sorted(
         (k.lower() if lower else k)
@@ -161,6 +172,21 @@ def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list
         if k.lower().startswith(folded) and k.lower() != folded
     )
     return word, matching_names + [k for k in matching_keywords if k not in matching_names]
+
+
+# The last keyword before a word that makes it (likely) a column: SELECT a, WHERE a, …
+_COLUMN_CONTEXT = re.compile(r"\b(SELECT|WHERE|AND|OR|ON|BY|HAVING|FROM|JOIN|INTO|UPDATE|TABLE)\b", re.IGNORECASE)
+_READS = re.compile(r"\b(?:FROM|JOIN)\s+(?:IGNORE\s+ERRORS\s+|ONLY\s+ERRORS\s+)?([\w$]+)", re.IGNORECASE)
+
+
+def _wants_column(before_word: str) -> bool:
+    keywords = _COLUMN_CONTEXT.findall(before_word)
+    return bool(keywords) and keywords[-1].upper() in ("SELECT", "WHERE", "AND", "OR", "ON", "BY", "HAVING")
+
+
+def _columns_in_scope(text: str, columns: Mapping[str, Sequence[str]]) -> list[str]:
+    read = [name for name in _READS.findall(text) if name in columns]
+    return [c for name in (read or columns) for c in columns[name]]
 
 
 class SparkStarter:
@@ -632,7 +658,9 @@ def _prompt_session(repl: Repl, history_file: Path):
     class SqlCompleter(Completer):
         def get_completions(self, document, complete_event):
             names = [item.name for item in repl.session.catalog.current]
-            word, found = candidates(document.text_before_cursor, names)
+            word, found = candidates(
+                document.text_before_cursor, names, repl.session.relation_columns(), document.text
+            )
             for candidate in found:
                 yield Completion(candidate, start_position=-len(word))
 
