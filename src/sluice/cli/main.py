@@ -120,7 +120,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     return 1
                 failed = True
                 continue
-            print(display.result(result))
+            shown = display.result(result)
+            if shown:  # CSV and rows-only output leave out command tags
+                print(shown)
     return 1 if failed else 0
 
 

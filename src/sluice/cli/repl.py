@@ -372,7 +372,9 @@ class Repl:
         """A statement's result, as the display says, paged if it does not fit."""
         tty = self.out.isatty()
         width = shutil.get_terminal_size().columns if tty else None
-        page(self.display.result(result, width), self.out, enabled=self.display.pager)
+        shown = self.display.result(result, width)
+        if shown:  # CSV and rows-only output leave out command tags
+            page(shown, self.out, enabled=self.display.pager)
 
     def banner_lines(self, version: str, *, spark_now: bool = True) -> list[str]:
         where = "embedded broker" if self.embedded else "broker"
@@ -519,6 +521,7 @@ class Repl:
                 self.out, lambda waited: f"starting Spark… {int(waited + since)} s", delay=0
             )
             try:
+                line.tick()
                 while not self.spark.wait(0.2):
                     line.tick()
             except KeyboardInterrupt:
