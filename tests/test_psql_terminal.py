@@ -68,16 +68,15 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
         columns = ", ".join(f"c{i:02d} int" for i in range(15))
         assert term.run(f"CREATE TABLE wide ({columns});") == "CREATE TABLE"
         paged = term.run("SHOW COLUMNS FROM wide;").splitlines()
-        assert paged[:3] == ["paged: name | nullable |  type", "paged:------+----------+---------",
-                             "paged: c00  | t        | integer"]
-        assert paged[-1] == "paged:(15 rows)"
+        assert len(paged) == 18 and all(line.startswith("paged:") for line in paged), paged
+        assert paged[2] == "paged: c00  | t        | integer" and paged[-1] == "paged:(15 rows)"
         assert term.run("\\pset pager off") == "Pager usage is off."
         assert term.run("SHOW COLUMNS FROM wide;").splitlines()[-1] == "(15 rows)"
         assert term.run("\\pset pager on") == "Pager usage is on."
         assert term.run("SHOW TABLES;").splitlines()[-1] == "(1 row)"  # fits: not paged
         assert term.run("\\x") == "Expanded display is on."
         assert term.run("SHOW TABLES;").splitlines() == [
-            "-[ RECORD 1 ]", "name   | wide", "type   | table", "source | NULL",
+            "-[ RECORD 1 ]-", "name   | wide", "type   | table", "source | NULL",
         ]
         assert term.run("\\x auto") == "Expanded display is used automatically."
         assert term.run("\\x off") == "Expanded display is off."
@@ -89,7 +88,7 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
         assert term.run(
             "CREATE SOURCE raw FROM KAFKA CONNECTION kafka (TOPIC 'events') FORMAT JSON;"
         ) == "CREATE SOURCE"
-        assert term.run("\\ds").splitlines()[2:4] == [
+        assert [line.rstrip() for line in term.run("\\ds").splitlines()[2:4]] == [
             " kept | kafka | EpochMilliseconds | kept_errors", " raw  | kafka | EpochMilliseconds | NULL",
         ]
         assert [line.split("|")[0].strip() for line in term.run("\\dt").splitlines()[2:4]] == [
@@ -131,8 +130,8 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
         assert (data / "log" / "spark.log").is_file()
         assert term.run("SELECT current_timezone() AS zone;").splitlines()[2] == " America/New_York"
         statistics = term.run("\\d kept").splitlines()
-        assert statistics[-2].startswith(f" kept | {MESSAGES + 2:>8} |      2 |            2 |"), statistics
-        assert statistics[-2].rstrip().endswith("| running |"), statistics
+        counters = [cell.strip() for cell in statistics[-2].split("|")]
+        assert counters[:4] + counters[5:] == ["kept", str(MESSAGES + 2), "2", "2", "running", "NULL"], statistics
         failed = term.run("SELECT count(*) FROM raw;", timeout=300).splitlines()
         assert failed[0].startswith("ERROR:  Decode error: Failed to decode JSON"), failed
         assert failed[-1] == (
@@ -165,7 +164,7 @@ def test_piped_output_shows_no_progress_and_csv_is_csv(tmp_path: Path) -> None:
             input=script, capture_output=True, text=True, env=environment(), timeout=600,
         )
     assert piped.returncode == 0, piped.stderr
-    assert piped.stdout == f'n,quoted\n{MESSAGES},"a,b"\nerror_code,count\ndecode,2\n', piped.stdout
+    assert piped.stdout == f'n,quoted\n{MESSAGES},"a,b"\nerror_code,count\ndecode-value,2\n', piped.stdout
     assert "\r" not in piped.stdout + piped.stderr and "catching up" not in piped.stderr
     assert "starting Spark…" in piped.stderr  # words about the session go to stderr
     print(f"\npiped session took {time.monotonic() - began:.1f} s")

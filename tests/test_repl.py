@@ -326,7 +326,6 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
 # the input, so what lies between those two marks is exactly the output of that input.
 PROMPT_ENDED = "\x1b[?2004l"
 PROMPT_STARTED = "\x1b[?2004h"
-PROGRESS = re.compile(r"\r([^\r\n]*)")
 
 
 def cancelled(output: str) -> bool:
@@ -343,10 +342,15 @@ class Terminal:
 
     @staticmethod
     def without_progress(text: str) -> tuple[str, list[str]]:
-        """`text` without the progress line's redraws (each starts with a carriage return
-        and is erased by the next), and the lines drawn."""
-        drawn = [line for line in PROGRESS.findall(text) if line]
-        return PROGRESS.sub("", text), drawn
+        """`text` as a terminal leaves it, without the progress line's redraws (each
+        starts with a carriage return, and what follows the last one of a line is what
+        the line shows), and the progress lines drawn."""
+        shown, drawn = [], []
+        for line in text.split("\n"):
+            *overwritten, last = line.split("\r")
+            drawn += [part for part in overwritten if part]
+            shown.append(last)
+        return "\n".join(shown), drawn
 
     def type(self, text: str) -> None:
         """Type `text`, pressing Enter for each newline and at the end."""
