@@ -361,8 +361,8 @@ class Repl:
         self.out.flush()
 
     def note(self, text: str) -> None:
-        """A word about the session rather than a result: on stderr when results are
-        for a script (CSV, unaligned or rows only), which reads stdout."""
+        """What is not a result (the banner, Spark's start, an error): on stderr when
+        results are for a script (CSV, unaligned or rows only), which reads stdout."""
         if self.display.for_scripts:
             print(text, file=sys.stderr, flush=True)
         else:
@@ -420,7 +420,7 @@ class Repl:
         except (Cancelled, KeyboardInterrupt):
             self.write("cancelled")
         except Exception as e:  # the shell's boundary: shown, and the session goes on
-            self.write(format_error(as_sql_error(e)))
+            self.note(format_error(as_sql_error(e)))
         return True
 
     def run_script(self, text: str) -> None:
@@ -446,7 +446,7 @@ class Repl:
         except Cancelled:
             raise
         except Exception as e:  # shown with its caret; the script's next statement runs
-            self.write(format_error(as_sql_error(e), text))
+            self.note(format_error(as_sql_error(e), text))
         if self.timing:
             self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
 
@@ -497,7 +497,7 @@ class Repl:
         try:
             stream_rows(self._on_spark(text, start, interrupt), self.write)
         except SqlError as e:
-            self.write(format_error(e, text))
+            self.note(format_error(e, text))
 
     def _wait_for_setup(self) -> None:
         if not self._setup_done.is_set():
@@ -508,7 +508,7 @@ class Repl:
                 raise Cancelled from None
         if self._setup_error is not None:
             error, self._setup_error = self._setup_error, None
-            self.write(format_error(error))
+            self.note(format_error(error))
 
     def _wait_for_spark(self) -> None:
         """Block until Spark is up, showing that (and for how long) the statement waits."""
@@ -579,7 +579,7 @@ class Repl:
             about = self.session.describe(name)
             counters = self.session.has_counters(name) if about and about[0].startswith("kafka:") else None
         except SqlError as e:
-            self.write(format_error(e))
+            self.note(format_error(e))
             return
         self.show(columns)
         for line in about:
