@@ -4,7 +4,6 @@ catch-up with piped output, and `sluice run`'s script output."""
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -15,19 +14,9 @@ from pathlib import Path
 import pexpect
 
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from tests.test_repl import SRC, Terminal
+from tests.test_repl import Terminal, environment, spawn_repl
 
 MESSAGES = 3000
-
-
-def environment(**more: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
-        "TERM": "xterm",
-        "PROMPT_TOOLKIT_NO_CPR": "1",  # pexpect's terminal answers no cursor-position requests
-        **more,
-    }
 
 
 def free_port() -> int:
@@ -47,19 +36,12 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
     port = free_port()
     data = tmp_path / "data"
     began = time.monotonic()
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "sluice.cli.main", "repl", "--data-dir", str(data),
-         "--history-file", str(tmp_path / "history"),
-         "--spark-ui", "--conf", f"spark.ui.port={port}"],
+    child, broker = spawn_repl(
+        tmp_path, "--spark-ui", "--conf", f"spark.ui.port={port}",
         env=environment(PAGER="sed -e s/^/paged:/", SLUICE_SPARK_CONF=str(conf)),
-        encoding="utf-8",
-        timeout=60,
         dimensions=(14, 100),
     )
     try:
-        child.expect(r"embedded broker at (127\.0\.0\.1:\d+)")
-        broker = child.match.group(1)
         child.expect_exact("sluice=>")
         term = Terminal(child)
         produce(broker, "events", events())

@@ -371,30 +371,43 @@ class Terminal:
         return self.output(timeout)
 
 
-def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
-    from sluice.kafka.embedded import produce
-
-    env = {
+def environment(**more: str) -> dict[str, str]:
+    """The environment the REPL runs in under test: this checkout's sources, a terminal."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TERM": "xterm",
         # pexpect's terminal answers no cursor-position requests; say so up front
         "PROMPT_TOOLKIT_NO_CPR": "1",
+        **more,
     }
-    history = tmp_path / "history"
-    began = time.monotonic()
+
+
+def spawn_repl(
+    tmp_path: Path, *flags: str, env: dict[str, str] | None = None, dimensions=(50, 200)
+) -> tuple[pexpect.spawn, str]:
+    """`sluice repl` on a data directory under `tmp_path`, in a pseudo-terminal of
+    `dimensions` (rows, columns), and its embedded broker's address once it says it."""
     child = pexpect.spawn(
         sys.executable,
         ["-m", "sluice.cli.main", "repl", "--data-dir", str(tmp_path / "data"),
-         "--history-file", str(history)],
-        env=env,
+         "--history-file", str(tmp_path / "history"), *flags],
+        env=env or environment(),
         encoding="utf-8",
         timeout=60,
-        dimensions=(50, 200),
+        dimensions=dimensions,
     )
+    child.expect(r"embedded broker at (127\.0\.0\.1:\d+)")
+    return child, child.match.group(1)
+
+
+def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
+    from sluice.kafka.embedded import produce
+
+    history = tmp_path / "history"
+    began = time.monotonic()
+    child, broker = spawn_repl(tmp_path)
     try:
-        child.expect(r"embedded broker at (127\.0\.0\.1:\d+)")
-        broker = child.match.group(1)
         child.expect_exact("sluice=>")
         prompt_after = time.monotonic() - began
         print(f"\nprompt after {prompt_after:.2f} s")

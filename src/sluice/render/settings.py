@@ -10,7 +10,6 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
