@@ -192,5 +192,42 @@ def test_describe_a_source_without_spark(tmp_path: Path) -> None:
             "timeline: User(x)",
         ]
         assert session.describe("dlq") == ["errors of source s", "timeline: User(x)"]
-        assert not session.has_counters("s")
+        assert session.ingested("s") is False and session.ingested("dlq") is None
         assert failure(session, "SHOW COLUMNS FROM nope").code == "42704"
+
+
+def test_completion_offers_the_columns_of_the_relations_read() -> None:
+    from sluice.cli.repl import candidates
+
+    columns = {"orders": ("amount", "customer"), "clicks": ("url", "at")}
+    names = list(columns)
+    assert candidates("SELECT a", names, columns, "SELECT a FROM orders;")[1][:2] == ["amount", "all"]
+    assert candidates("SELECT a", names, columns)[1][:2] == ["amount", "at"]  # no FROM yet: all
+    where = "SELECT * FROM IGNORE ERRORS clicks WHERE u"
+    assert candidates(where, names, columns)[1][0] == "url"
+    assert candidates("SELECT * FROM c", names, columns)[1][0] == "clicks"  # a relation, not a column
+
+
+def test_meta_commands_of_display(tmp_path: Path) -> None:
+    from tests.test_repl import shell
+
+    repl, out = shell(tmp_path)
+    for line in ("\\x", "\\x", "\\x auto", "\\x sideways", "\\pset pager off", "\\pset pager",
+                 "\\pset pager maybe", "\\pset border 2", "\\dv", "\\dm"):
+        assert repl.handle(line)
+    assert out.getvalue().splitlines() == [
+        "Expanded display is on.",
+        "Expanded display is off.",
+        "Expanded display is used automatically.",
+        '\\x: unrecognized value "sideways"; expected on, off or auto',
+        "Pager usage is off.",
+        "Pager usage is on.",
+        '\\pset: unrecognized value "maybe" for "pager"; expected on or off',
+        "\\pset: unknown option: border; sluice knows pager",
+        " name",
+        "------",
+        "(0 rows)",
+        " name | timeline",
+        "------+----------",
+        "(0 rows)",
+    ]

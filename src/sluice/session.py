@@ -265,10 +265,12 @@ class Session:
         }
 
     @user_errors
-    def has_counters(self, name: str) -> bool:
-        """Whether the source `name` is, or was, ingested continuously: only then does it
-        have counters, and reading them starts nothing."""
-        item = resolve(self.catalog.current, _object_name(name), kinds.SOURCE)
+    def ingested(self, name: str) -> bool | None:
+        """Whether the source `name` is, or was, ingested continuously (only then does it
+        have counters, and reading them starts nothing); None for what is not a source."""
+        item = resolve(self.catalog.current, _object_name(name))
+        if item.kind != kinds.SOURCE:
+            return None
         running = self._live is not None and item.id in self._live.running
         return running or (self.data_dir / "streams" / item.id).exists()
 

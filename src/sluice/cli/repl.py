@@ -577,16 +577,16 @@ class Repl:
         try:
             columns = self.session.execute(f"SHOW COLUMNS FROM {name}")
             about = self.session.describe(name)
-            counters = self.session.has_counters(name) if about and about[0].startswith("kafka:") else None
+            ingested = self.session.ingested(name)
         except SqlError as e:
             self.note(format_error(e))
             return
         self.show(columns)
         for line in about:
             self.write(line)
-        if counters is False:
+        if ingested is False:
             self.write(f"counters: none yet (SHOW SOURCE STATISTICS FOR {name} starts ingesting it)")
-        elif counters:
+        elif ingested:
             self._wait_for_spark()
             text = f"SHOW SOURCE STATISTICS FOR {name}"
             self.show(self._on_spark(text, lambda: self.session.execute(text)))
@@ -607,8 +607,11 @@ class Repl:
     def _pset(self, argument: str) -> None:
         option, _, value = argument.partition(" ")
         value = value.strip().lower()
-        if option != "pager" or value not in ("", "on", "off"):
-            self.write(f"\\pset: unsupported \"{argument}\"; \\pset pager [on|off] is")
+        if option != "pager":
+            self.write(f"\\pset: unknown option: {option}; sluice knows pager")
+            return
+        if value not in ("", "on", "off"):
+            self.write(f"\\pset: unrecognized value \"{value}\" for \"pager\"; expected on or off")
             return
         self.display.pager = not self.display.pager if not value else value == "on"
         self.write(f"Pager usage is {'on' if self.display.pager else 'off'}.")
