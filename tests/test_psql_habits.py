@@ -231,3 +231,31 @@ def test_meta_commands_of_display(tmp_path: Path) -> None:
         "------+----------",
         "(0 rows)",
     ]
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_wait_shows_one_line_redrawn_then_erased() -> None:
+    import time
+
+    from sluice.cli.progress import watched
+
+    out = Tty()
+    seen = []
+
+    def describe(waited: float) -> str:
+        seen.append(waited)
+        return f"busy {len(seen)}"
+
+    assert watched(lambda: time.sleep(0.8) or 42, ProgressLine(out, describe, delay=0.2)) == 42
+    drawn = out.getvalue()
+    assert drawn.startswith("\rbusy 1\x1b[K") and drawn.endswith("\r\x1b[K") and "\n" not in drawn
+    assert 1 < len(seen) <= 4 and min(seen) >= 0.2  # after the delay, at most every quarter second
+    quick = Tty()
+    assert watched(lambda: 1, ProgressLine(quick, describe)) == 1
+    assert quick.getvalue() == ""  # done within the delay: nothing drawn
+    with pytest.raises(ZeroDivisionError):
+        watched(lambda: 1 / 0, ProgressLine(Tty(), describe))

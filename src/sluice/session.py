@@ -53,6 +53,7 @@ from sluice.plan.introspect import ExplainWriter
 from sluice.plan.names import resolve
 from sluice.render.settings import SparkSettings, configure, current_log
 from sluice.render.settings import running as spark_running
+from sluice.render.settings import starting as spark_starting
 from sluice.syntax import ast, parse, parse_one
 from sluice.tables import TableStore
 
@@ -64,6 +65,7 @@ class Progress:
 
     catch_up: tuple[tuple[str, int, int], ...] = ()
     tasks: tuple[int, int] | None = None
+    spark_starting: bool = False
 
 
 @dataclass
@@ -139,7 +141,7 @@ class Session:
         """A snapshot of the work under way (of Spark job group `job_group`, when given);
         callable from any thread while another runs a statement."""
         if not spark_running():
-            return Progress()
+            return Progress(spark_starting=spark_starting())
         from sluice.render.spark import task_progress
 
         live = self._live

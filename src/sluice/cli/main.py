@@ -27,6 +27,7 @@ import threading
 
 from sluice.cli.describe import describe_plan
 from sluice.cli.display import Display
+from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.syntax import parse, parse_statement
@@ -108,18 +109,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     text = args.command_text if args.command_text is not None else _read(args.file)
     if text is None:
         return 2
-    failed = False
+    failed = ui_shown = False
     display = _display(args)
     with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session:
         for start, end in split_statements(text):
+            # In a terminal, a statement that takes a while shows what it waits on (on stderr).
+            line = ProgressLine(sys.stderr, lambda waited: progress_text(session.progress(), waited))
             try:
-                result = session.execute_statement(parse_statement(text, start, end))
+                result = watched(lambda: session.execute_statement(parse_statement(text, start, end)), line)
             except SqlError as e:
                 print(format_error(e, text), file=sys.stderr)
                 if not args.keep_going:
                     return 1
                 failed = True
                 continue
+            if args.spark_ui and not ui_shown and (url := session.spark_ui()) is not None:
+                print(f"Spark UI: {url}", file=sys.stderr)
+                ui_shown = True
             shown = display.result(result)
             if shown:  # CSV and rows-only output leave out command tags
                 print(shown)

@@ -5,9 +5,10 @@ it ends. Never drawn where output is not a terminal."""
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 DELAY = 1.0  # seconds a wait goes on before it shows
 REDRAW = 0.25  # seconds between two looks at the progress
@@ -43,10 +44,48 @@ class ProgressLine:
             self.drawn = False
 
 
+def watched(
+    work: Callable[[], Any],
+    progress: ProgressLine | None = None,
+    on_interrupt: Callable[[threading.Thread], None] | None = None,
+) -> Any:
+    """`work()` run in a worker thread while this (the main) thread redraws `progress`,
+    erased when the work ends; so Ctrl-C reaches this thread at once, which calls
+    `on_interrupt(worker)` and lets the KeyboardInterrupt go on (the worker's outcome is
+    dropped)."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the waiting thread
+            outcome["error"] = e
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="sluice-statement", daemon=True)
+    worker.start()
+    try:
+        while not done.wait(0.1):
+            if progress is not None:
+                progress.tick()
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt(worker)
+        raise
+    finally:
+        if progress is not None:
+            progress.clear()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def progress_text(progress, waited: float) -> str:
     """`catching up: orders 120/500 offsets · Spark: 3/8 tasks · 4 s` from a
     `session.Progress` after `waited` seconds."""
-    parts = []
+    parts = ["starting Spark…"] if progress.spark_starting else []
     if progress.catch_up:
         sources = ", ".join(f"{name} {read}/{target} offsets" for name, read, target in progress.catch_up)
         parts.append(f"catching up: {sources}")

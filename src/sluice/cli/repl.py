@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from sluice.catalog import items as kinds
 from sluice.cli.display import EXPANDED_CHOICES, Display, page
-from sluice.cli.progress import ProgressLine, progress_text
+from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.table import format_table
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
@@ -266,36 +266,12 @@ def _interruptible(
     on_interrupt: Callable[[threading.Thread], None] | None = None,
     progress: ProgressLine | None = None,
 ) -> Any:
-    """`work()` run in a worker thread, so that Ctrl-C reaches this (the main) thread at
-    once: it calls `on_interrupt(worker)` and raises `Cancelled`; the worker's outcome is
-    dropped. `progress` is redrawn while the work goes on, and erased when it ends."""
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as e:  # handed to the waiting thread
-            outcome["error"] = e
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=run, name="sluice-statement", daemon=True)
-    worker.start()
+    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt(worker)` and
+    raises `Cancelled`."""
     try:
-        while not done.wait(0.1):
-            if progress is not None:
-                progress.tick()
+        return watched(work, progress, on_interrupt)
     except KeyboardInterrupt:
-        if on_interrupt is not None:
-            on_interrupt(worker)
         raise Cancelled from None
-    finally:
-        if progress is not None:
-            progress.clear()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def stream_rows(subscription: Any, write: Callable[[str], None], poll: float = 0.1) -> None:

@@ -30,6 +30,7 @@ _lock = threading.Lock()
 _wanted = SparkSettings()
 _temporary_log_dir: Path | None = None
 _log_in_use: Path | None = None  # the running Spark session's log
+_starting = threading.Event()  # set while the Spark session is being built
 
 
 def configure(settings: SparkSettings) -> None:
@@ -43,10 +44,21 @@ def wanted() -> SparkSettings:
     return _wanted
 
 
-def started(log: Path) -> None:
-    """Record that the Spark session started, writing its log to `log`."""
+def begin_start() -> None:
+    _starting.set()
+
+
+def started(log: Path | None) -> None:
+    """Record that the Spark session started, writing its log to `log` (None: it did
+    not start)."""
     global _log_in_use
     _log_in_use = log
+    _starting.clear()
+
+
+def starting() -> bool:
+    """Whether the process's Spark session is being started now."""
+    return _starting.is_set()
 
 
 def running() -> bool:

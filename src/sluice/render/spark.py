@@ -20,7 +20,15 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from sluice.kafka.reader import KafkaDataSource
-from sluice.render.settings import SparkSettings, conf_pairs, current_log, log_path, started, wanted
+from sluice.render.settings import (
+    SparkSettings,
+    begin_start,
+    conf_pairs,
+    current_log,
+    log_path,
+    started,
+    wanted,
+)
 
 DEFAULT_MASTER = "local[2]"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -37,8 +45,13 @@ def spark() -> SparkSession:
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             settings = wanted()
             log = log_path(settings)
-            with _stderr_to(log):
-                session = _build(settings)
+            begin_start()
+            try:
+                with _stderr_to(log):
+                    session = _build(settings)
+            except BaseException:
+                started(None)
+                raise
             started(log)
             session.sparkContext.setLogLevel("ERROR")
             _quiet_query_context_loggers()
