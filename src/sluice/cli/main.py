@@ -12,7 +12,8 @@ Either prints the formatted error, with exit status 1, for a statement it cannot
 on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
 `sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR]` executes a script and prints
-each result; it stops at the first error (exit status 1) unless told to keep going.
+each result; it stops at the first error (exit status 1) unless told to keep going. On a
+terminal, a statement that takes over a second shows a progress line on stderr.
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
