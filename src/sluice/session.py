@@ -79,7 +79,10 @@ class Result:
 class Session:
     """`check_kafka=False` never talks to Kafka for DDL: sources are planned without asking
     whether their topic exists, and a materialized view's ingestion starts with the first
-    statement that reads data rather than at CREATE (`sluice plan`, tests of planning)."""
+    statement that reads data rather than at CREATE (`sluice plan`, tests of planning).
+    `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
+    `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
+    this session was made; one Spark session serves every session of a process."""
 
     @user_errors
     def __init__(
