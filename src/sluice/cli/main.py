@@ -22,9 +22,11 @@ Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a t
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 
 from sluice.cli.describe import describe_plan
 from sluice.cli.display import Display
@@ -112,10 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     failed = ui_shown = False
     display = _display(args)
-    with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session:
+    with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session, _terminal() as tty:
         for start, end in split_statements(text):
             # In a terminal, a statement that takes a while shows what it waits on (on stderr).
-            line = ProgressLine(sys.stderr, lambda waited: progress_text(session.progress(), waited))
+            line = ProgressLine(tty, lambda waited: progress_text(session.progress(), waited))
             try:
                 result = watched(lambda: session.execute_statement(parse_statement(text, start, end)), line)
             except SqlError as e:
@@ -131,6 +133,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             if shown:  # CSV and rows-only output leave out command tags
                 print(shown)
     return 1 if failed else 0
+
+
+@contextmanager
+def _terminal():
+    """stderr for the progress line, on a descriptor of its own: Spark points descriptor 2
+    at its log while it starts."""
+    if not sys.stderr.isatty():
+        yield sys.stderr
+        return
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8") as own:
+        yield own
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
