@@ -131,7 +131,9 @@ def test_completion_offers_catalog_names_before_keywords() -> None:
 
 def test_completion_of_meta_commands() -> None:
     assert candidates("\\ti", ["timely"]) == ("\\ti", ["\\timing"])
-    assert candidates("\\", [])[1] == ["\\d", "\\timing", "\\i", "\\kafka", "\\?", "\\q"]
+    assert candidates("\\", [])[1] == [
+        "\\d", "\\dt", "\\dv", "\\dm", "\\ds", "\\x", "\\pset", "\\timing", "\\i", "\\kafka", "\\log", "\\?", "\\q"
+    ]
     assert candidates("\\d ord", ["orders"]) == ("ord", ["orders"])
 
 
@@ -157,6 +159,9 @@ def test_which_statements_wait_for_spark(tmp_path: Path, sql: str, spark: bool) 
 
 class NoSpark(SparkStarter):
     """A Spark that must never be asked for: statements in these tests need none."""
+
+    def __init__(self) -> None:
+        super().__init__(self.start)
 
     def start(self) -> None:
         raise AssertionError("a statement that needs no Spark waited for it")
@@ -188,6 +193,7 @@ def test_statements_meta_commands_and_errors_without_spark(tmp_path: Path) -> No
         " t    | table\n"
         "(1 row)\n"
         + result_text(show("SHOW COLUMNS FROM t")) + "\n"
+        + "timeline: EpochMilliseconds\n"
         + "ERROR:  unknown catalog item 'nope'\n"
         "ERROR:  unknown catalog item 'nope'\n"
         "LINE 2: FROM nope;\n"
@@ -332,6 +338,19 @@ class Terminal:
 
     def __init__(self, child) -> None:
         self.child = child
+        self.progress: list[str] = []  # the progress lines drawn, in order
+
+    @staticmethod
+    def without_progress(text: str) -> tuple[str, list[str]]:
+        """`text` as a terminal leaves it, without the progress line's redraws (each
+        starts with a carriage return, and what follows the last one of a line is what
+        the line shows), and the progress lines drawn."""
+        shown, drawn = [], []
+        for line in text.split("\n"):
+            *overwritten, last = line.split("\r")
+            drawn += [part for part in overwritten if part]
+            shown.append(last)
+        return "\n".join(shown), drawn
 
     def type(self, text: str) -> None:
         """Type `text`, pressing Enter for each newline and at the end."""
@@ -342,6 +361,8 @@ class Terminal:
         """What was printed until the next prompt, without terminal control sequences."""
         self.child.expect_exact(PROMPT_STARTED, timeout=timeout)
         text = ANSI.sub("", self.child.before).replace("\r\n", "\n")
+        text, drawn = self.without_progress(text)
+        self.progress += drawn
         self.child.expect_exact("sluice=>")
         return text.strip("\n")
 
@@ -350,30 +371,43 @@ class Terminal:
         return self.output(timeout)
 
 
-def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
-    from sluice.kafka.embedded import produce
-
-    env = {
+def environment(**more: str) -> dict[str, str]:
+    """The environment the REPL runs in under test: this checkout's sources, a terminal."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TERM": "xterm",
         # pexpect's terminal answers no cursor-position requests; say so up front
         "PROMPT_TOOLKIT_NO_CPR": "1",
+        **more,
     }
-    history = tmp_path / "history"
-    began = time.monotonic()
+
+
+def spawn_repl(
+    tmp_path: Path, *flags: str, env: dict[str, str] | None = None, dimensions=(50, 200)
+) -> tuple[pexpect.spawn, str]:
+    """`sluice repl` on a data directory under `tmp_path`, in a pseudo-terminal of
+    `dimensions` (rows, columns), and its embedded broker's address once it says it."""
     child = pexpect.spawn(
         sys.executable,
         ["-m", "sluice.cli.main", "repl", "--data-dir", str(tmp_path / "data"),
-         "--history-file", str(history)],
-        env=env,
+         "--history-file", str(tmp_path / "history"), *flags],
+        env=env or environment(),
         encoding="utf-8",
         timeout=60,
-        dimensions=(50, 200),
+        dimensions=dimensions,
     )
+    child.expect(r"embedded broker at (127\.0\.0\.1:\d+)")
+    return child, child.match.group(1)
+
+
+def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
+    from sluice.kafka.embedded import produce
+
+    history = tmp_path / "history"
+    began = time.monotonic()
+    child, broker = spawn_repl(tmp_path)
     try:
-        child.expect(r"embedded broker at (127\.0\.0\.1:\d+)")
-        broker = child.match.group(1)
         child.expect_exact("sluice=>")
         prompt_after = time.monotonic() - began
         print(f"\nprompt after {prompt_after:.2f} s")
@@ -406,7 +440,7 @@ def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
         started = time.monotonic()
         counted = term.run("SELECT count(*) FROM words;")
         first_query = time.monotonic() - started
-        assert "starting Spark…" in counted
+        assert any(line.startswith("starting Spark…") for line in term.progress), term.progress
         ready = re.search(r"Spark is ready \(started in ([\d.]+) s\)", counted)
         assert ready, counted
         assert counted.splitlines()[-4:-1] == ["-------", "   200", "(1 row)"]

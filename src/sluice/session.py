@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,23 @@ from sluice.plan import (
     registry_subjects,
 )
 from sluice.plan.facts import RegistrySchema
+from sluice.plan.introspect import ExplainWriter
+from sluice.plan.names import resolve
+from sluice.render.settings import SparkSettings, configure, current_log
+from sluice.render.settings import running as spark_running
+from sluice.render.settings import starting as spark_starting
 from sluice.syntax import ast, parse, parse_one
 from sluice.tables import TableStore
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a running statement is waiting on: sources catching up with their topics
+    (name, offsets read, offsets to read) and Spark tasks (done, all), if any."""
+
+    catch_up: tuple[tuple[str, int, int], ...] = ()
+    tasks: tuple[int, int] | None = None
+    spark_starting: bool = False
 
 
 @dataclass
@@ -63,12 +79,26 @@ class Result:
 class Session:
     """`check_kafka=False` never talks to Kafka for DDL: sources are planned without asking
     whether their topic exists, and a materialized view's ingestion starts with the first
-    statement that reads data rather than at CREATE (`sluice plan`, tests of planning)."""
+    statement that reads data rather than at CREATE (`sluice plan`, tests of planning).
+    `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
+    `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
+    this session was made; one Spark session serves every session of a process."""
 
     @user_errors
-    def __init__(self, data_dir: str | Path | None = None, *, check_kafka: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        check_kafka: bool = True,
+        spark_conf: Sequence[tuple[str, str]] = (),
+        spark_ui: bool = False,
+    ) -> None:
         self.check_kafka = check_kafka
         self._temporary = None
+        # Spark's log lives under a data directory that is kept; with a temporary one, in
+        # a directory of its own removed at exit (Spark outlives a session in its process).
+        log_dir = None if data_dir is None else Path(data_dir) / "log"
+        configure(SparkSettings(tuple(spark_conf), spark_ui, log_dir))
         if data_dir is None:
             self._temporary = tempfile.TemporaryDirectory(prefix="sluice-")
             data_dir = self._temporary.name
@@ -90,6 +120,36 @@ class Session:
 
             self._live = Streams(self.data_dir)
         return self._live
+
+    @user_errors
+    def start_spark(self) -> Any:
+        """The process's Spark session, started with this session's settings if needed."""
+        from sluice.render.spark import spark  # importing pyspark takes seconds
+
+        return spark()
+
+    def spark_log(self) -> Path:
+        """Where Spark's log is (or will be, before Spark starts)."""
+        return current_log()
+
+    def spark_ui(self) -> str | None:
+        """The address of Spark's web UI, when Spark runs with it (`spark_ui=True`)."""
+        if not spark_running():
+            return None
+        from sluice.render.spark import ui_url
+
+        return ui_url()
+
+    def progress(self, job_group: str | None = None) -> Progress:
+        """A snapshot of the work under way (of Spark job group `job_group`, when given);
+        callable from any thread while another runs a statement."""
+        if not spark_running():
+            return Progress(spark_starting=spark_starting())
+        from sluice.render.spark import task_progress
+
+        live = self._live
+        catch_up = tuple(live.catching_up.values()) if live is not None else ()
+        return Progress(catch_up, task_progress(job_group))
 
     def close(self) -> None:
         if self._live is not None:
@@ -191,6 +251,34 @@ class Session:
             raise WrongObjectType("expected a SUBSCRIBE statement", span=statement.span)
         return self._subscription(planned)
 
+    @user_errors
+    def describe(self, name: str) -> list[str]:
+        """What `sluice plan` tells of the relation `name` besides its columns: for a source
+        its topic, formats, envelope, error policy, dead-letter table and timeline."""
+        item = resolve(self.catalog.current, _object_name(name))
+        writer = ExplainWriter(self.catalog.current)
+        writer.relation(item, None, 0)
+        # The first line is the kind and name, and the caller shows the columns as a table.
+        return [line[2:] for line in writer.lines[1:] if not line.lstrip().startswith("columns:")]
+
+    def relation_columns(self) -> dict[str, tuple[str, ...]]:
+        """Each relation's column names, by relation name (for completion)."""
+        return {
+            item.name: tuple(c.name for c in item.columns)
+            for item in self.catalog.current
+            if item.kind in kinds.RELATIONS
+        }
+
+    @user_errors
+    def ingested(self, name: str) -> bool | None:
+        """Whether the source `name` is, or was, ingested continuously (only then does it
+        have counters, and reading them starts nothing); None for what is not a source."""
+        item = resolve(self.catalog.current, _object_name(name))
+        if item.kind != kinds.SOURCE:
+            return None
+        running = self._live is not None and item.id in self._live.running
+        return running or (self.data_dir / "streams" / item.id).exists()
+
     def _subscription(self, planned: SubscribePlan):
         from sluice.render.executor import subscription  # Spark only when data is needed
 
@@ -257,3 +345,7 @@ class Session:
             ) from None
         return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))
 
+
+def _object_name(text: str) -> ast.ObjectName:
+    """`text` read as the name of a catalog item (`x`, `public.x`, `"Mixed Case"`)."""
+    return parse_one(f"SHOW COLUMNS FROM {text}").name

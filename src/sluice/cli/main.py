@@ -2,7 +2,9 @@
 
 `sluice` alone, or `sluice repl [--data-dir DIR] [--broker ADDR] [--master URL]
 [--history-file FILE]`, starts the interactive SQL shell (on an embedded Kafka broker
-unless `--broker` names one).
+unless `--broker` names one). It and `run` take Spark's settings (`--conf KEY=VALUE`,
+repeatable, after those of the `$SLUICE_SPARK_CONF` file; `--spark-ui`) and psql's
+output flags (`--csv`, `-A` unaligned, `-t` rows only).
 `sluice parse [FILE|-] [--ast]` prints each statement's canonical SQL (or its syntax tree);
 `sluice plan [FILE|-]` shows what a script would create and read, without Spark or Kafka.
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
@@ -10,7 +12,8 @@ Either prints the formatted error, with exit status 1, for a statement it cannot
 on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
 `sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR]` executes a script and prints
-each result; it stops at the first error (exit status 1) unless told to keep going.
+each result; it stops at the first error (exit status 1) unless told to keep going. On a
+terminal, a statement that takes over a second shows a progress line on stderr.
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
@@ -19,12 +22,15 @@ Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a t
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+from contextlib import contextmanager
 
 from sluice.cli.describe import describe_plan
-from sluice.cli.table import result_text
+from sluice.cli.display import Display
+from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.syntax import parse, parse_statement
@@ -106,19 +112,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     text = args.command_text if args.command_text is not None else _read(args.file)
     if text is None:
         return 2
-    failed = False
-    with Session(args.data_dir) as session:
+    failed = ui_shown = False
+    display = _display(args)
+    with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session, _terminal() as tty:
         for start, end in split_statements(text):
+            # In a terminal, a statement that takes a while shows what it waits on (on stderr).
+            line = ProgressLine(tty, lambda waited: progress_text(session.progress(), waited))
             try:
-                result = session.execute_statement(parse_statement(text, start, end))
+                result = watched(lambda: session.execute_statement(parse_statement(text, start, end)), line)
             except SqlError as e:
                 print(format_error(e, text), file=sys.stderr)
                 if not args.keep_going:
                     return 1
                 failed = True
                 continue
-            print(result_text(result))
+            if args.spark_ui and not ui_shown and (url := session.spark_ui()) is not None:
+                print(f"Spark UI: {url}", file=sys.stderr)
+                ui_shown = True
+            shown = display.result(result)
+            if shown:  # CSV and rows-only output leave out command tags
+                print(shown)
     return 1 if failed else 0
+
+
+@contextmanager
+def _terminal():
+    """stderr for the progress line, on a descriptor of its own: Spark points descriptor 2
+    at its log while it starts."""
+    if not sys.stderr.isatty():
+        yield sys.stderr
+        return
+    with os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8") as own:
+        yield own
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -136,7 +161,32 @@ def cmd_test(args: argparse.Namespace) -> int:
 def cmd_repl(args: argparse.Namespace) -> int:
     from sluice.cli.repl import main as repl  # prompt_toolkit only for the shell
 
-    return repl(args.data_dir, args.broker, args.master, args.history_file)
+    return repl(
+        args.data_dir, args.broker, args.master, args.history_file,
+        spark_conf=args.conf, spark_ui=args.spark_ui, display=_display(args),
+    )
+
+
+def _conf(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def _add_spark_and_output_options(p: argparse.ArgumentParser) -> None:
+    """Spark's settings and psql's output flags, shared by the shell and `run`."""
+    p.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable; after those of the $SLUICE_SPARK_CONF file)")
+    p.add_argument("--spark-ui", action="store_true", help="run Spark's web UI and print its address")
+    p.add_argument("--csv", action="store_true", help="print results as CSV")
+    p.add_argument("-A", "--no-align", action="store_true", help="unaligned output: fields joined by |")
+    p.add_argument("-t", "--tuples-only", action="store_true", help="rows only: no header, no row count")
+
+
+def _display(args: argparse.Namespace) -> Display:
+    shown = "csv" if args.csv else "unaligned" if args.no_align else "aligned"
+    return Display(format=shown, tuples_only=args.tuples_only)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Spark master (default: $SLUICE_SPARK_MASTER or local[2])")
     p.add_argument("--history-file", metavar="FILE",
                    help="where line-editing history is kept (default: ~/.sluice_history)")
+    _add_spark_and_output_options(p)
     p.set_defaults(run=cmd_repl)
     p = commands.add_parser("parse", help="print the canonical SQL of a script")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
@@ -160,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", dest="command_text", metavar="SQL", help="run this SQL instead of a file")
     p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
     p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    _add_spark_and_output_options(p)
     p.set_defaults(run=cmd_run)
     p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
     p.set_defaults(run=cmd_demo)

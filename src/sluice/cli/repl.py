@@ -2,11 +2,12 @@
 
 This module owns the shell: reading statements (prompt_toolkit line editing, history,
 pygments highlighting, completion of keywords and catalog names; a statement ends at a
-top-level `;`), meta-commands (`\\d`, `\\timing`, `\\i`, `\\kafka`, `\\q`, `\\?`), running
-statements so that Ctrl-C cancels them without ending the session, and printing
-SUBSCRIBE changes as they arrive. The prompt comes first: the catalog's `kafka`
-connection and Spark are set up in background threads, and only a statement that needs
-Spark waits for it, with a status line.
+top-level `;`), meta-commands (`\\d` and its `\\dt \\dv \\dm \\ds`, `\\x`, `\\pset`,
+`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\q`, `\\?`), running statements so that Ctrl-C
+cancels them without ending the session, showing results as `display` says (through
+the pager when they do not fit), and printing SUBSCRIBE changes as they arrive. The
+prompt comes first: the catalog's `kafka` connection and Spark are set up in background
+threads, and only a statement that needs Spark waits for it, with a progress line.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from sluice.catalog import items as kinds
-from sluice.cli.table import format_table, result_text
+from sluice.cli.display import EXPANDED_CHOICES, Display, page
+from sluice.cli.progress import ProgressLine, progress_text, watched
+from sluice.cli.table import format_table
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
 from sluice.session import Session
@@ -38,21 +42,31 @@ DEFAULT_HISTORY = Path.home() / ".sluice_history"
 CONNECTION_NAME = "kafka"
 
 META_COMMANDS = {
-    "d": ("\\d [NAME]", "list relations, or the columns of relation NAME"),
+    "d": ("\\d [NAME]", "list relations, or describe relation NAME"),
+    "dt": ("\\dt", "list tables (dead-letter tables too)"),
+    "dv": ("\\dv", "list views"),
+    "dm": ("\\dm", "list materialized views"),
+    "ds": ("\\ds", "list sources"),
+    "x": ("\\x [on|off|auto]", "expanded display: a block per row (auto: when too wide)"),
+    "pset": ("\\pset pager [on|off]", "page output taller or wider than the terminal"),
     "timing": ("\\timing [on|off]", "toggle printing how long each statement took"),
     "i": ("\\i FILE", "run the statements in FILE"),
     "kafka": ("\\kafka", "show the Kafka broker address in use"),
+    "log": ("\\log", "show the path of Spark's log"),
     "?": ("\\?", "show this help"),
     "q": ("\\q", "quit (Ctrl-D too)"),
 }
 HELP = "\n".join(
-    [f"  {usage:<18} {what}" for usage, what in META_COMMANDS.values()]
+    [f"  {usage:<21} {what}" for usage, what in META_COMMANDS.values()]
     + [
         "",
         "  SQL statements end with ';' and may span lines. Ctrl-C cancels a running",
         "  statement or ends a SUBSCRIBE; at the prompt it clears the line.",
     ]
 )
+
+# psql's listing commands, as the SHOW statement each runs.
+LISTINGS = {"dt": "SHOW TABLES", "dv": "SHOW VIEWS", "dm": "SHOW MATERIALIZED VIEWS", "ds": "SHOW SOURCES"}
 
 # Query bodies are parsed by sqlglot, so the grammar's keywords lack most words of a query.
 QUERY_WORDS = frozenset(
@@ -123,10 +137,17 @@ def parse_meta(line: str) -> MetaCommand:
     return MetaCommand(match.group(1), match.group(2))
 
 
-def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list[str]]:
+def candidates(
+    text_before_cursor: str,
+    names: Iterable[str],
+    columns: Mapping[str, Sequence[str]] | None = None,
+    text: str | None = None,
+) -> tuple[str, list[str]]:
     """The word being completed and what it may become: meta-commands after a leading
     backslash, catalog names after `\\d`, otherwise catalog names and keywords (in the case
-    the word is typed in)."""
+    the word is typed in) — after SELECT, WHERE and the like, column names first: those
+    of the relations the statement (`text`, the whole input) reads, or all of `columns`
+    (relation → its column names) when it names none yet."""
     meta = re.fullmatch(r"\s*(\\\S*)", text_before_cursor)
     if meta is not None:
         word = meta.group(1)
@@ -140,6 +161,10 @@ def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list
     matching_names = sorted({n for n in names if n.lower().startswith(folded) and n != word})
     if argument_of is not None:
         return word, matching_names
+    if columns and _wants_column(text_before_cursor[: len(text_before_cursor) - len(word)]):
+        in_scope = _columns_in_scope(text if text is not None else text_before_cursor, columns)
+        matching_columns = sorted({c for c in in_scope if c.lower().startswith(folded) and c != word})
+        matching_names = matching_columns + [n for n in matching_names if n not in matching_columns]
     lower = word.islower()
     matching_keywords = sorted(
         (k.lower() if lower else k)
@@ -149,12 +174,27 @@ def candidates(text_before_cursor: str, names: Iterable[str]) -> tuple[str, list
     return word, matching_names + [k for k in matching_keywords if k not in matching_names]
 
 
+# The last keyword before a word that makes it (likely) a column: SELECT a, WHERE a, …
+_COLUMN_CONTEXT = re.compile(r"\b(SELECT|WHERE|AND|OR|ON|BY|HAVING|FROM|JOIN|INTO|UPDATE|TABLE)\b", re.IGNORECASE)
+_READS = re.compile(r"\b(?:FROM|JOIN)\s+(?:IGNORE\s+ERRORS\s+|ONLY\s+ERRORS\s+)?([\w$]+)", re.IGNORECASE)
+
+
+def _wants_column(before_word: str) -> bool:
+    keywords = _COLUMN_CONTEXT.findall(before_word)
+    return bool(keywords) and keywords[-1].upper() in ("SELECT", "WHERE", "AND", "OR", "ON", "BY", "HAVING")
+
+
+def _columns_in_scope(text: str, columns: Mapping[str, Sequence[str]]) -> list[str]:
+    read = [name for name in _READS.findall(text) if name in columns]
+    return [c for name in (read or columns) for c in columns[name]]
+
+
 class SparkStarter:
     """Starts sluice's Spark session in a background thread (importing pyspark alone takes
     seconds), so that the prompt does not wait for it. `factory` makes the session."""
 
-    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
-        self._factory = factory or _sluice_spark
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.session: Any = None
@@ -217,46 +257,21 @@ class SparkStarter:
         threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
 
-def _sluice_spark() -> Any:
-    # Imported here: only render/ imports pyspark, and importing it is slow.
-    from sluice.render.spark import spark
-
-    return spark()
-
-
 class Cancelled(Exception):
     """The user pressed Ctrl-C while a statement ran."""
 
 
 def _interruptible(
-    work: Callable[[], Any], on_interrupt: Callable[[threading.Thread], None] | None = None
+    work: Callable[[], Any],
+    on_interrupt: Callable[[threading.Thread], None] | None = None,
+    progress: ProgressLine | None = None,
 ) -> Any:
-    """`work()` run in a worker thread, so that Ctrl-C reaches this (the main) thread at
-    once: it calls `on_interrupt(worker)` and raises `Cancelled`; the worker's outcome is
-    dropped."""
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            outcome["value"] = work()
-        except BaseException as e:  # handed to the waiting thread
-            outcome["error"] = e
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=run, name="sluice-statement", daemon=True)
-    worker.start()
+    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt(worker)` and
+    raises `Cancelled`."""
     try:
-        while not done.wait(0.1):
-            pass
+        return watched(work, progress, on_interrupt)
     except KeyboardInterrupt:
-        if on_interrupt is not None:
-            on_interrupt(worker)
         raise Cancelled from None
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def stream_rows(subscription: Any, write: Callable[[str], None], poll: float = 0.1) -> None:
@@ -303,12 +318,14 @@ class Repl:
         embedded: bool,
         spark: SparkStarter | None = None,
         out: TextIO | None = None,
+        display: Display | None = None,
     ) -> None:
         self.session = session
         self.broker = broker
         self.embedded = embedded
-        self.spark = spark or SparkStarter()
+        self.spark = spark or SparkStarter(session.start_spark)
         self.out = out or sys.stdout
+        self.display = display or Display()
         self.timing = False
         self._statements = 0
         self._setup_done = threading.Event()
@@ -318,6 +335,22 @@ class Repl:
     def write(self, text: str = "") -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+    def note(self, text: str) -> None:
+        """What is not a result (the banner, Spark's start, an error): on stderr when
+        results are for a script (CSV, unaligned or rows only), which reads stdout."""
+        if self.display.for_scripts:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            self.write(text)
+
+    def show(self, result) -> None:
+        """A statement's result, as the display says, paged if it does not fit."""
+        tty = self.out.isatty()
+        width = shutil.get_terminal_size().columns if tty else None
+        shown = self.display.result(result, width)
+        if shown:  # CSV and rows-only output leave out command tags
+            page(shown, self.out, enabled=self.display.pager)
 
     def banner_lines(self, version: str, *, spark_now: bool = True) -> list[str]:
         where = "embedded broker" if self.embedded else "broker"
@@ -363,7 +396,7 @@ class Repl:
         except (Cancelled, KeyboardInterrupt):
             self.write("cancelled")
         except Exception as e:  # the shell's boundary: shown, and the session goes on
-            self.write(format_error(as_sql_error(e)))
+            self.note(format_error(as_sql_error(e)))
         return True
 
     def run_script(self, text: str) -> None:
@@ -385,11 +418,11 @@ class Repl:
             else:
                 own_text = redact_secrets(text[start:end])
                 result = self._on_spark(own_text, lambda: self.session.apply(planned, statement))
-                self.write(result_text(result))
+                self.show(result)
         except Cancelled:
             raise
         except Exception as e:  # shown with its caret; the script's next statement runs
-            self.write(format_error(as_sql_error(e), text))
+            self.note(format_error(as_sql_error(e), text))
         if self.timing:
             self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
 
@@ -412,7 +445,8 @@ class Repl:
                 on_interrupt()
             self.spark.cancel_group(group, worker)
 
-        return _interruptible(grouped, interrupt)
+        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
+        return _interruptible(grouped, interrupt, line)
 
     def _subscribe(self, subscribe: Callable[[str], Any], text: str) -> None:
         """Print the changes of `session.subscribe(text)` until Ctrl-C or its end. A
@@ -439,7 +473,7 @@ class Repl:
         try:
             stream_rows(self._on_spark(text, start, interrupt), self.write)
         except SqlError as e:
-            self.write(format_error(e, text))
+            self.note(format_error(e, text))
 
     def _wait_for_setup(self) -> None:
         if not self._setup_done.is_set():
@@ -450,30 +484,30 @@ class Repl:
                 raise Cancelled from None
         if self._setup_error is not None:
             error, self._setup_error = self._setup_error, None
-            self.write(format_error(error))
+            self.note(format_error(error))
 
     def _wait_for_spark(self) -> None:
         """Block until Spark is up, showing that (and for how long) the statement waits."""
         self.spark.start()  # again, after a failed start
         if not self.spark.wait(0):
-            tty = self.out.isatty()
-            self.out.write("starting Spark…" + ("" if tty else "\n"))
-            self.out.flush()
-            shown = 0
+            if not self.out.isatty():
+                self.note("starting Spark…")
+            since = time.monotonic() - self.spark.started_at
+            line = ProgressLine(
+                self.out, lambda waited: f"starting Spark… {int(waited + since)} s", delay=0
+            )
             try:
+                line.tick()
                 while not self.spark.wait(0.2):
-                    waited = int(time.monotonic() - self.spark.started_at)
-                    if tty and waited != shown:
-                        shown = waited
-                        self.out.write(f"\rstarting Spark… {waited} s")
-                        self.out.flush()
+                    line.tick()
             except KeyboardInterrupt:
-                if tty:
-                    self.out.write("\n")
                 raise Cancelled from None
-            if tty:
-                self.out.write("\r\x1b[K")
-            self.write(f"Spark is ready (started in {self.spark.took:.1f} s)")
+            finally:
+                line.clear()
+            self.note(f"Spark is ready (started in {self.spark.took:.1f} s)")
+            url = self.session.spark_ui() if self.spark.error is None else None
+            if url is not None:
+                self.note(f"Spark UI: {url}")
         self.spark.check()
 
     def meta(self, command: MetaCommand) -> bool:
@@ -484,6 +518,14 @@ class Repl:
             self.write(HELP)
         elif name == "d":
             self._describe(argument)
+        elif name in LISTINGS:
+            self._list(name)
+        elif name == "x":
+            self._set_expanded(argument)
+        elif name == "pset":
+            self._pset(argument)
+        elif name == "log":
+            self.write(str(self.session.spark_log()))
         elif name == "timing":
             self._set_timing(argument)
         elif name == "i":
@@ -509,11 +551,46 @@ class Repl:
             self.write(format_table(("name", "type"), relations))
             return
         try:
-            result = self.session.execute(f"SHOW COLUMNS FROM {name}")
+            columns = self.session.execute(f"SHOW COLUMNS FROM {name}")
+            about = self.session.describe(name)
+            ingested = self.session.ingested(name)
         except SqlError as e:
-            self.write(format_error(e))
+            self.note(format_error(e))
             return
-        self.write(result_text(result))
+        self.show(columns)
+        for line in about:
+            self.write(line)
+        if ingested is False:
+            self.write(f"counters: none yet (SHOW SOURCE STATISTICS FOR {name} starts ingesting it)")
+        elif ingested:
+            self._wait_for_spark()
+            text = f"SHOW SOURCE STATISTICS FOR {name}"
+            self.show(self._on_spark(text, lambda: self.session.execute(text)))
+
+    def _list(self, name: str) -> None:
+        self._wait_for_setup()
+        self.show(self.session.execute(LISTINGS[name]))
+
+    def _set_expanded(self, argument: str) -> None:
+        choice = argument.lower()
+        if choice and choice not in EXPANDED_CHOICES:
+            self.write(f"\\x: unrecognized value \"{argument}\"; expected on, off or auto")
+            return
+        self.display.expanded = choice or ("off" if self.display.expanded != "off" else "on")
+        shown = "used automatically" if self.display.expanded == "auto" else self.display.expanded
+        self.write(f"Expanded display is {shown}.")
+
+    def _pset(self, argument: str) -> None:
+        option, _, value = argument.partition(" ")
+        value = value.strip().lower()
+        if option != "pager":
+            self.write(f"\\pset: unknown option: {option}; sluice knows pager")
+            return
+        if value not in ("", "on", "off"):
+            self.write(f"\\pset: unrecognized value \"{value}\" for \"pager\"; expected on or off")
+            return
+        self.display.pager = not self.display.pager if not value else value == "on"
+        self.write(f"Pager usage is {'on' if self.display.pager else 'off'}.")
 
     def _set_timing(self, argument: str) -> None:
         choice = argument.lower()
@@ -563,7 +640,9 @@ def _prompt_session(repl: Repl, history_file: Path):
     class SqlCompleter(Completer):
         def get_completions(self, document, complete_event):
             names = [item.name for item in repl.session.catalog.current]
-            word, found = candidates(document.text_before_cursor, names)
+            word, found = candidates(
+                document.text_before_cursor, names, repl.session.relation_columns(), document.text
+            )
             for candidate in found:
                 yield Completion(candidate, start_position=-len(word))
 
@@ -616,6 +695,10 @@ def main(
     broker: str | None,
     master: str | None,
     history_file: str | None,
+    *,
+    spark_conf: Sequence[tuple[str, str]] = (),
+    spark_ui: bool = False,
+    display: Display | None = None,
 ) -> int:
     if master:
         os.environ["SLUICE_SPARK_MASTER"] = master
@@ -626,7 +709,7 @@ def main(
 
             kafka = EmbeddedKafka()
             broker = kafka.bootstrap
-        session = Session(data_dir)
+        session = Session(data_dir, spark_conf=spark_conf, spark_ui=spark_ui)
     except SqlError as e:
         print(format_error(e), file=sys.stderr)
         if kafka is not None:
@@ -634,9 +717,9 @@ def main(
         return 1
     interactive = sys.stdin.isatty()
     with session:
-        repl = Repl(session, broker, embedded=kafka is not None)
+        repl = Repl(session, broker, embedded=kafka is not None, display=display)
         for line in repl.banner_lines(_version(), spark_now=interactive):
-            repl.write(line)
+            repl.note(line)
         try:
             if interactive:
                 interact(repl, Path(history_file) if history_file else DEFAULT_HISTORY)

@@ -17,7 +17,7 @@ from sluice.errors import (
     UndefinedObject,
     WrongObjectType,
 )
-from sluice.plan.names import ensure_free, item_name, resolve
+from sluice.plan.names import ensure_free, item_name, resolve, unknown_item
 from sluice.plan.plans import DropPlan, NoticePlan, WritePlan
 from sluice.plan.queries import plan_query, table_item, table_span
 from sluice.plan.timelines import single_timeline
@@ -210,7 +210,7 @@ def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
             if statement.if_exists:
                 notices.append(f"{kind} \"{name}\" does not exist, skipping")
                 continue
-            raise UndefinedObject(f"unknown catalog item '{name}'", span=name.span)
+            raise unknown_item(str(name), name.span, (i.name for i in catalog))
         if item.kind == kinds.DEAD_LETTER_TABLE and kind == kinds.TABLE:
             source = catalog.by_id(item.details.source)
             raise WrongObjectType(

@@ -26,7 +26,7 @@ from sluice.errors import (
     UndefinedObject,
     WrongObjectType,
 )
-from sluice.plan.names import SCHEMA_QUALIFIERS
+from sluice.plan.names import SCHEMA_QUALIFIERS, did_you_mean, unknown_item
 from sluice.plan.plans import QueryPlan, Read
 from sluice.plan.timelines import single_timeline
 from sluice.syntax.ast import QueryBody
@@ -101,6 +101,7 @@ class _Reference:
 def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
     offset = body.span.start if body.span is not None else 0
     expression = _name_outputs(_as_select(body.expression.copy()))
+    _refuse_unsupported_functions(expression, offset)
     references = _references(expression, catalog, offset)
     for ref in references:
         if ref.errors == "ONLY":
@@ -128,6 +129,17 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
     reads = tuple(dict.fromkeys(Read(r.item.id, r.errors) for r in references))
     timeline = single_timeline(catalog, [r.item_id for r in reads], body.span)
     return QueryPlan(body.sql, qualified, columns, reads, timeline, status)
+
+
+# PostgreSQL functions sqlglot reads that Spark would run with other results: Spark's
+# `sequence` counts down where `generate_series(3, 1)` is empty.
+UNSUPPORTED_FUNCTIONS = {exp.ExplodingGenerateSeries: "generate_series", exp.GenerateSeries: "generate_series"}
+
+
+def _refuse_unsupported_functions(expression: exp.Expression, offset: int) -> None:
+    for node in expression.find_all(*UNSUPPORTED_FUNCTIONS):
+        name = UNSUPPORTED_FUNCTIONS[type(node)]
+        raise FeatureNotSupported(f"function {name} is not supported", span=_span(node, offset))
 
 
 def _as_select(expression: exp.Expression) -> exp.Expression:
@@ -187,7 +199,7 @@ def table_item(table: exp.Table, catalog: Catalog, span: Span | None) -> Item:
         raise UndefinedObject(f"unknown schema '{'.'.join(qualifiers)}'", span=span)
     item = catalog.get(table.name)
     if item is None:
-        raise UndefinedObject(f"unknown catalog item '{table.name}'", span=span)
+        raise unknown_item(table.name, span, (i.name for i in catalog if i.kind in kinds.RELATIONS))
     return item
 
 
@@ -216,7 +228,12 @@ def _column_error(message: str, original, references, offset: int):
         owners = [r for r in references if any(c.name == name for c in r.columns)]
         if len(owners) > 1:
             return AmbiguousColumn(f'column reference "{name}" is ambiguous', span=span)
-    return UndefinedColumn(f'column "{qualifier}{name}" does not exist', span=span)
+    in_scope = (
+        c.name for r in references if not qualifier or r.table.alias_or_name == column.table for c in r.columns
+    )
+    return UndefinedColumn(
+        f'column "{qualifier}{name}" does not exist', span=span, hint=did_you_mean(name, in_scope)
+    )
 
 
 def _output_columns(original, qualified: exp.Query, references) -> tuple[Column, ...]:

@@ -160,11 +160,36 @@ def run_snapshot(
     queries = renderer(catalog, tables, stores)
     try:
         rows = [tuple(_value(v) for v in row) for row in queries.collect(plan)]
+    except SourceDataError as e:
+        raise _with_hint(e, plan, catalog)
     except (PySparkException, Py4JJavaError) as e:
-        raise _failure(e, "query failed on Spark", queries) from None
+        raise _with_hint(_failure(e, "query failed on Spark", queries), plan, catalog) from None
     finally:
         queries.close()
     return tuple(c.name for c in plan.columns), rows
+
+
+# Errors a source's messages brought, which the source's error handling can keep out.
+_MESSAGE_ERRORS = ("Decode error: ", "Envelope error: ")
+
+
+def _with_hint(error: SqlError, plan: QueryPlan, catalog: Catalog) -> SqlError:
+    """A query failed on a bad message of a source: the HINT says how to read around it."""
+    if not isinstance(error, SourceDataError) or not error.message.startswith(_MESSAGE_ERRORS):
+        return error
+    suspects = [
+        catalog.by_id(s)
+        for s in catalog.upstream_sources(r.item_id for r in plan.reads if r.errors is None)
+    ]
+    suspects = [s for s in suspects if s.details.dead_letter_table is None]
+    if suspects and error.hint is None:
+        name = suspects[0].name
+        error.hint = (
+            f"FROM IGNORE ERRORS {name} reads its rows without the errors, FROM ONLY ERRORS "
+            f"{name} lists them, and WITH (REDIRECT ERRORS = table) on a source sends them to "
+            "a dead-letter table"
+        )
+    return error
 
 
 def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> str:
@@ -190,16 +215,17 @@ def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
     if isinstance(error, Py4JJavaError):
         return QueryFailed(f"{what}: {error.java_exception.getMessage()}")
     text = error.getMessage() or str(error)
+    if isinstance(error, AnalysisException) and error.getCondition() == "UNRESOLVED_ROUTINE":
+        # The name is the user's, and Spark's search path of catalogs means nothing to them.
+        routine = (error.getMessageParameters() or {}).get("routineName", "").strip("`").lower()
+        return FeatureNotSupported(f"function {routine} is not supported")
     if isinstance(error, AnalysisException):
         return FeatureNotSupported(_unsupported(error), detail=f"Spark: {text}")
     return QueryFailed(f"{what}: {text}")
 
 
 def _unsupported(error: AnalysisException) -> str:
-    """What Spark refused, named: a function it lacks, or its own words."""
-    parameters = error.getMessageParameters() or {}
-    if error.getCondition() == "UNRESOLVED_ROUTINE":
-        return f"function {parameters.get('routineName', '').strip('`').lower()} is not supported"
+    """What Spark refused, in its own words."""
     first = (error.getMessage() or str(error)).split("\n")[0]
     first = re.sub(r"^\[[A-Z_.]+\] | SQLSTATE: \w+$", "", first).rstrip(". ")
     return f"Spark cannot run this query: {first[:1].lower()}{first[1:]}"

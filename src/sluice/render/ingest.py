@@ -299,6 +299,8 @@ class Streams:
     def __init__(self, data_dir: Path) -> None:
         self.root = data_dir / "streams"
         self.running: dict[str, Ingestion] = {}
+        # Sources a statement waits on: (name, offsets read, offsets to read), for progress.
+        self.catching_up: dict[str, tuple[str, int, int]] = {}
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
 
@@ -341,12 +343,24 @@ class Streams:
         """Wait until the source's stream has committed every offset below `targets`."""
         ingestion = self.running[item_id]
         deadline = time.monotonic() + timeout
+        try:
+            self._catch_up(ingestion, targets, deadline, timeout)
+        finally:
+            self.catching_up.pop(item_id, None)
+
+    def _catch_up(self, ingestion: Ingestion, targets: dict[int, int], deadline: float, timeout: float) -> None:
+        item_id = ingestion.item.id
         while True:
             self.check(item_id)
             read = ingestion.store.committed_offsets()
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
             if not behind:
                 return
+            self.catching_up[item_id] = (
+                ingestion.item.name,
+                sum(min(read.get(p, 0), t) for p, t in targets.items()),
+                sum(targets.values()),
+            )
             if time.monotonic() > deadline:
                 raise CatchUpTimeout(
                     f'timed out after {timeout:g}s waiting for source "{ingestion.item.name}" '

@@ -1,8 +1,10 @@
 """The one Spark session sluice uses: started lazily, only when data is needed.
 
 Local by default (`local[2]`); `SLUICE_SPARK_MASTER` points it elsewhere. Spark's own
-logging and console progress bars are kept out of user output, Python workers run the
-interpreter sluice runs in (so they import sluice), and timestamps are UTC.
+logging and console progress bars are kept out of user output (its log is a file, see
+`settings`), Python workers run the interpreter sluice runs in (so they import sluice),
+and timestamps are UTC. The user's settings (`settings.wanted()`: `--conf`, the
+`SLUICE_SPARK_CONF` file, the web UI) come last, so they win.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,15 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from sluice.kafka.reader import KafkaDataSource
+from sluice.render.settings import (
+    SparkSettings,
+    begin_start,
+    conf_pairs,
+    current_log,
+    log_path,
+    started,
+    wanted,
+)
 
 DEFAULT_MASTER = "local[2]"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -33,8 +43,16 @@ def spark() -> SparkSession:
         if _session is None:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-            with _stderr_to(spark_log_path()):
-                session = _build()
+            settings = wanted()
+            log = log_path(settings)
+            begin_start()
+            try:
+                with _stderr_to(log):
+                    session = _build(settings)
+            except BaseException:
+                started(None)
+                raise
+            started(log)
             session.sparkContext.setLogLevel("ERROR")
             _quiet_query_context_loggers()
             session.dataSource.register(KafkaDataSource)
@@ -52,6 +70,27 @@ def spark() -> SparkSession:
     return session
 
 
+def task_progress(group: str | None) -> tuple[int, int] | None:
+    """(tasks done, tasks) of the active stages of the running Spark session — of the jobs
+    in job group `group` when given — or None when it runs none (or has no status
+    tracker here: a Spark Connect session)."""
+    if _session is None or not hasattr(_session, "_jsparkSession"):
+        return None
+    tracker = _session.sparkContext.statusTracker()
+    if group is None:
+        stages = tracker.getActiveStageIds()
+    else:
+        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
+    done = total = 0
+    for stage in stages:
+        info = tracker.getStageInfo(stage)
+        if info is not None:
+            done += info.numCompletedTasks
+            total += info.numTasks
+    return (done, total) if total else None
+
+
 def _quiet_query_context_loggers() -> None:
     """PySpark logs every failed query as a JSON line on stderr; sluice reports (or
     translates) those errors itself, so the user sees each once, in its own words."""
@@ -60,8 +99,16 @@ def _quiet_query_context_loggers() -> None:
 
 
 def spark_log_path() -> Path:
-    """Where the JVM (and the Python workers it starts) write their own stderr."""
-    return Path(tempfile.gettempdir()) / f"sluice-spark-{os.getpid()}.log"
+    """Where the JVM (and the Python workers it starts) write their own stderr: the
+    running session's log, or where the next one's will go."""
+    return current_log()
+
+
+def ui_url() -> str | None:
+    """The address of the running session's web UI, if it has one."""
+    if _session is None or not hasattr(_session, "sparkContext"):
+        return None
+    return _session.sparkContext.uiWebUrl
 
 
 @contextmanager
@@ -90,12 +137,12 @@ def _local_cores(master: str) -> int | None:
     return (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
-def _build() -> SparkSession:
+def _build(settings: SparkSettings) -> SparkSession:
     master = os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER)
-    return (
+    builder = (
         SparkSession.builder.master(master)
         .appName("sluice")
-        .config("spark.ui.enabled", "false")
+        .config("spark.ui.enabled", str(settings.ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         # A JSON object repeating a key keeps its last value, as PostgreSQL's jsonb does;
@@ -121,5 +168,7 @@ def _build() -> SparkSession:
         # (three calls into it each, and a walk of the stack): sluice's own frames, which
         # mean nothing to a user, since sluice names the SQL a failure comes from itself.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .getOrCreate()
     )
+    for key, value in conf_pairs(settings):
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
