@@ -1,4 +1,17 @@
-"""Shared pytest options: `--rewrite` regenerates golden files from actual output."""
+"""Shared pytest options and fixtures: `--rewrite` regenerates golden files from actual
+output; the `spark` marker, which every test that starts Spark carries.
+
+A test gets the marker from the fixtures it uses (`spark`, and any fixture built on it),
+so `pytest -m "not spark"` runs the JVM-free tier. A test without the marker cannot start
+Java — in its own process or a child: its JAVA_HOME names a directory that does not
+exist, saying why — so a test that forgets the `spark` fixture fails in that tier.
+"""
+
+import pytest
+
+# What a test without the `spark` marker finds as JAVA_HOME: Spark's launcher fails on it,
+# and the path is in the failure's text.
+NO_JAVA = "/nonexistent/a-test-without-the-spark-marker-cannot-start-java-use-the-spark-fixture"
 
 
 def pytest_addoption(parser):
@@ -10,7 +23,16 @@ def pytest_addoption(parser):
     )
 
 
-import pytest
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker("spark")
+
+
+@pytest.fixture(autouse=True)
+def _java_only_with_spark(request, monkeypatch):
+    if request.node.get_closest_marker("spark") is None:
+        monkeypatch.setenv("JAVA_HOME", NO_JAVA)
 
 
 @pytest.fixture(scope="session")
