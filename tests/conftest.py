@@ -25,7 +25,9 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        callspec = getattr(item, "callspec", None)
+        parametrized = callspec is not None and "spark" in callspec.params  # an argument, not the fixture
+        if "spark" in getattr(item, "fixturenames", ()) and not parametrized:
             item.add_marker("spark")
 
 

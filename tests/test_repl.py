@@ -350,6 +350,7 @@ class Terminal:
         return self.output(timeout)
 
 
+@pytest.mark.spark  # the REPL it runs starts Spark
 def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
     from sluice.kafka.embedded import produce
 
