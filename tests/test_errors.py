@@ -102,6 +102,11 @@ def test_an_errs_row_fails_a_query_with_its_own_code(code: str) -> None:
     assert (error.code, error.message) == (code, "Decode error: whatever")
 
 
+def test_a_code_of_an_older_store_still_fails_with_its_message() -> None:
+    error = collection_error("Decode error: old", "decode-value")
+    assert (error.code, error.message) == ("22000", "Decode error: old")
+
+
 def test_every_error_class_lives_in_errors_py() -> None:
     """One hierarchy in one module: no other module of sluice defines a SqlError."""
     defined = []

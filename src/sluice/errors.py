@@ -287,7 +287,8 @@ def collection_error(message: str, code: str | None) -> SqlError:
     as the leaf of its errs row's `code`, or — an evaluation error, which has no row —
     the leaf of PostgreSQL's error its words name (`DataException` for words not listed)."""
     if code is not None:
-        return _COLLECTION_ERRORS[code](message)
+        # A store ingested by an older sluice may hold codes of its own: still this message.
+        return _COLLECTION_ERRORS.get(code, DataException)(message)
     words = message.removeprefix(EVALUATION_ERROR)
     leaf = next((leaf for pattern, leaf in _EVALUATION_ERRORS if pattern.fullmatch(words)), DataException)
     return leaf(message)
