@@ -2,6 +2,9 @@
 
 Every failure a user can cause surfaces as a `SqlError`; third-party exceptions (Lark,
 sqlglot, Spark, Kafka) are translated into one of these at the boundary where they arise.
+Errors that are data — a source's decode and envelope errors, evaluation errors — carry
+SQLSTATEs too: an errs row's `code` is the one a query reading it fails with
+(`collection_error`), one vocabulary for rows and raised errors.
 """
 
 from __future__ import annotations
