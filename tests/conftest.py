@@ -3,15 +3,14 @@ output; the `spark` marker, which every test that starts Spark carries.
 
 A test gets the marker from the fixtures it uses (`spark`, and any fixture built on it),
 so `pytest -m "not spark"` runs the JVM-free tier. A test without the marker cannot start
-Java — in its own process or a child: its JAVA_HOME names a directory that does not
-exist, saying why — so a test that forgets the `spark` fixture fails in that tier.
+Java, in its own process or a child (its JAVA_HOME is a directory that does not exist), so
+a test that forgets the `spark` fixture fails in that tier, and its report says why.
 """
 
 import pytest
 
-# What a test without the `spark` marker finds as JAVA_HOME: Spark's launcher fails on it,
-# and the path is in the failure's text.
-NO_JAVA = "/nonexistent/a-test-without-the-spark-marker-cannot-start-java-use-the-spark-fixture"
+# What a test without the `spark` marker finds as JAVA_HOME: Spark's launcher fails on it.
+NO_JAVA = "/nonexistent/java-for-a-test-not-marked-spark"
 
 
 def pytest_addoption(parser):
@@ -35,6 +34,15 @@ def pytest_collection_modifyitems(items):
 def _java_only_with_spark(request, monkeypatch):
     if request.node.get_closest_marker("spark") is None:
         monkeypatch.setenv("JAVA_HOME", NO_JAVA)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed and item.get_closest_marker("spark") is None and "Java gateway" in str(report.longrepr):
+        report.sections.append(
+            ("spark marker", "this test starts Spark but is not marked `spark`: give it the `spark` fixture")
+        )
 
 
 @pytest.fixture(scope="session")
