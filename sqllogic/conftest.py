@@ -22,7 +22,9 @@ def pytest_collect_file(parent, file_path):
 
 class SqllogicFile(pytest.File):
     def collect(self):
-        yield SqllogicItem.from_parent(self, name=self.path.name)
+        item = SqllogicItem.from_parent(self, name=self.path.name)
+        item.add_marker("spark")  # a session running a file's queries starts Spark
+        yield item
 
 
 class SqllogicFailed(Exception):

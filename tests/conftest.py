@@ -1,4 +1,16 @@
-"""Shared pytest options: `--rewrite` regenerates golden files from actual output."""
+"""Shared pytest options and fixtures: `--rewrite` regenerates golden files from actual
+output; the `spark` marker, which every test that starts Spark carries.
+
+A test gets the marker from the fixtures it uses (`spark`, and any fixture built on it),
+so `pytest -m "not spark"` runs the JVM-free tier. A test without the marker cannot start
+Java, in its own process or a child (its JAVA_HOME is a directory that does not exist), so
+a test that forgets the `spark` fixture fails in that tier, and its report says why.
+"""
+
+import pytest
+
+# What a test without the `spark` marker finds as JAVA_HOME: Spark's launcher fails on it.
+NO_JAVA = "/nonexistent/java-for-a-test-not-marked-spark"
 
 
 def pytest_addoption(parser):
@@ -10,7 +22,27 @@ def pytest_addoption(parser):
     )
 
 
-import pytest
+def pytest_collection_modifyitems(items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        parametrized = callspec is not None and "spark" in callspec.params  # an argument, not the fixture
+        if "spark" in getattr(item, "fixturenames", ()) and not parametrized:
+            item.add_marker("spark")
+
+
+@pytest.fixture(autouse=True)
+def _java_only_with_spark(request, monkeypatch):
+    if request.node.get_closest_marker("spark") is None:
+        monkeypatch.setenv("JAVA_HOME", NO_JAVA)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed and item.get_closest_marker("spark") is None and "Java gateway" in str(report.longrepr):
+        report.sections.append(
+            ("spark marker", "this test starts Spark but is not marked `spark`: give it the `spark` fixture")
+        )
 
 
 @pytest.fixture(scope="session")

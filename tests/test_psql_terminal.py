@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from tests.test_repl import Terminal, environment, spawn_repl
@@ -30,6 +31,7 @@ def events() -> list[tuple[bytes | None, bytes | None]]:
     return good[:10] + [(None, b"{oops")] + good[10:] + [(None, b"not json")]
 
 
+@pytest.mark.spark  # the REPL it runs starts Spark
 def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> None:
     conf = tmp_path / "spark-defaults.conf"
     conf.write_text("# as Spark reads it\nspark.sql.session.timeZone  America/New_York\n")
@@ -130,6 +132,7 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
     print(f"\nterminal session took {time.monotonic() - began:.1f} s")
 
 
+@pytest.mark.spark  # the REPL it runs starts Spark
 def test_piped_output_shows_no_progress_and_csv_is_csv(tmp_path: Path) -> None:
     began = time.monotonic()
     with EmbeddedKafka() as kafka:
@@ -146,7 +149,7 @@ def test_piped_output_shows_no_progress_and_csv_is_csv(tmp_path: Path) -> None:
             input=script, capture_output=True, text=True, env=environment(), timeout=600,
         )
     assert piped.returncode == 0, piped.stderr
-    assert piped.stdout == f'n,quoted\n{MESSAGES},"a,b"\nerror_code,count\ndecode-value,2\n', piped.stdout
+    assert piped.stdout == f'n,quoted\n{MESSAGES},"a,b"\nerror_code,count\n22000,2\n', piped.stdout
     assert "\r" not in piped.stdout + piped.stderr and "catching up" not in piped.stderr
     assert "starting Spark…" in piped.stderr  # words about the session go to stderr
     print(f"\npiped session took {time.monotonic() - began:.1f} s")

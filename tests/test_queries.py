@@ -63,14 +63,14 @@ def test_a_failing_cast_in_a_view_over_a_source_is_an_error_of_that_view(session
     """Seed 000's limitation: `(data->>'userid')::int` in a view can fail per row."""
     session.execute("CREATE VIEW ids AS SELECT (data#>>'{user,id}')::int AS id FROM events WHERE jsonb_typeof(data) = 'object'")
     expected = 'Evaluation error: invalid input syntax for type integer: "x"'
-    assert failure(session, "SELECT * FROM ids") == expected
+    assert failure(session, "SELECT * FROM ids", "22P02") == expected
     # The view's collection is in error, whatever the query over it filters.
-    assert failure(session, "SELECT count(*) FROM ids WHERE id > 100") == expected
+    assert failure(session, "SELECT count(*) FROM ids WHERE id > 100", "22P02") == expected
     # The rows that do not fail are right where the failing ones are not evaluated.
     assert rows(session, "SELECT (data#>>'{user,id}')::int FROM events WHERE data#>>'{user,id}' <> 'x'") == [(7,)]
     # IGNORE ERRORS hides a source's decode errors, not a view's evaluation errors.
     session.execute("CREATE VIEW ids2 AS SELECT (data#>>'{user,id}')::int AS id FROM IGNORE ERRORS events")
-    assert failure(session, "SELECT * FROM ids2") == expected
+    assert failure(session, "SELECT * FROM ids2", "22P02") == expected
 
 
 def test_a_source_error_comes_before_a_view_error(session, kafka) -> None:
@@ -78,7 +78,7 @@ def test_a_source_error_comes_before_a_view_error(session, kafka) -> None:
     session.execute("CREATE VIEW ids AS SELECT (data->'user'->>'id')::int AS id FROM events")
     assert failure(session, "SELECT * FROM ids").startswith("Decode error: Failed to decode JSON")
     session.execute("CREATE VIEW clean AS SELECT (data->'user'->>'id')::int AS id FROM IGNORE ERRORS events")
-    assert failure(session, "SELECT * FROM clean") == 'Evaluation error: invalid input syntax for type integer: "x"'
+    assert failure(session, "SELECT * FROM clean", "22P02") == 'Evaluation error: invalid input syntax for type integer: "x"'
 
 
 @pytest.fixture
@@ -140,3 +140,19 @@ def test_an_upsert_source_without_errors_is_checked_in_its_own_pass(session, kaf
     assert errs_reads[-1] == 1
     produce(kafka.bootstrap, "accounts", [(b"a", b"{broken")], partition=0)
     assert failure(session, "SELECT count(*) FROM accounts").startswith("Envelope error: Upsert: Value error:")
+
+
+def test_each_evaluation_error_reports_its_sqlstate(spark, tmp_path) -> None:
+    """PostgreSQL's SQLSTATE with DESIGN §4's text, whether sluice found the error row by
+    row or Spark raised it (a subquery yielding many rows)."""
+    with sluice.Session(tmp_path, check_kafka=False) as session:
+        session.execute("CREATE TABLE t (a int, s text)")
+        session.execute("INSERT INTO t VALUES (0, 'x'), (2147483647, '99999999999')")
+        for sql, code, words in [
+            ("SELECT 1 / a FROM t", "22012", "division by zero"),
+            ("SELECT a + 1 FROM t WHERE a > 0", "22003", "integer out of range"),
+            ("SELECT s::int FROM t WHERE a > 0", "22003", 'value "99999999999" is out of range for type integer'),
+            ("SELECT s::int FROM t WHERE a = 0", "22P02", 'invalid input syntax for type integer: "x"'),
+            ("SELECT (SELECT a FROM t)", "21000", "more than one row returned by a subquery used as an expression"),
+        ]:
+            assert failure(session, sql, code) == f"Evaluation error: {words}", sql

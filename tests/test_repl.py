@@ -401,6 +401,7 @@ def spawn_repl(
     return child, child.match.group(1)
 
 
+@pytest.mark.spark  # the REPL it runs starts Spark
 def test_a_user_session_in_a_terminal(tmp_path: Path) -> None:
     from sluice.kafka.embedded import produce
 

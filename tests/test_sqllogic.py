@@ -97,6 +97,22 @@ def test_errors_are_matched_by_regex_search(spark, tmp_path) -> None:
     assert out.endswith("3 passed, 3 failed\n")
 
 
+def test_pgcode_also_matches_the_sqlstate(tmp_path) -> None:
+    """CockroachDB's `error pgcode XXXXX <regex>`; plan-time errors, so no Spark."""
+    path = slt(tmp_path, (
+        "statement error pgcode 42704 catalog item\nSELECT * FROM nowhere\n\n"
+        "query error pgcode 42601\nSHOW NONSENSE\n\n"
+        "statement error pgcode 42601 catalog item\nSELECT * FROM nowhere\n"
+    ))
+    (first, second, third) = parse(path.read_text())
+    assert (first.sqlstate, first.pattern) == ("42704", "catalog item")
+    assert (second.sqlstate, second.pattern) == ("42601", None)
+    code, out = run(path)
+    assert code == 1
+    assert f"{path}:7: expected SQLSTATE 42601, got 42704" in out
+    assert out.endswith("2 passed, 1 failed\n")
+
+
 def test_hashing_matches_a_hand_computed_md5(spark, tmp_path) -> None:
     digest = hashlib.md5(b"1\na\n2\nb\n3\nc\n").hexdigest()
     query = "query IT nosort\nSELECT * FROM (VALUES (1, 'a'), (2, 'b'), (3, 'c')) AS v(x, y) ORDER BY x\n----\n"

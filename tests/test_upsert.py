@@ -89,8 +89,8 @@ def test_dead_letter_table_logs_every_error_even_retracted_ones(upsert) -> None:
     create("s", extra="WITH (REDIRECT ERRORS = dlq)")
     assert session.execute("SELECT key, data FROM s").rows == [("a", '{"v":1}')]
     assert session.execute('SELECT error_code, "offset" FROM dlq ORDER BY 2').rows == [
-        ("decode-value", 0),
-        ("decode-key", 2),
+        ("22000", 0),
+        ("22000", 2),
     ]
 
 

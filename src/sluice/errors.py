@@ -2,11 +2,15 @@
 
 Every failure a user can cause surfaces as a `SqlError`; third-party exceptions (Lark,
 sqlglot, Spark, Kafka) are translated into one of these at the boundary where they arise.
+Errors that are data — a source's decode and envelope errors, evaluation errors — carry
+SQLSTATEs too: an errs row's `code` is the one a query reading it fails with
+(`collection_error`), one vocabulary for rows and raised errors.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -163,6 +167,48 @@ class StoreDamaged(SqlError):
     code = "XX001"
 
 
+class CardinalityViolation(SqlError):
+    """A subquery used as an expression returned more than one row."""
+
+    code = "21000"
+
+
+class DataException(SqlError):
+    """A value is not data of its type or format: the SQLSTATE of a message that does not
+    decode (`Decode error: …`), and the class of the evaluation errors below."""
+
+    code = "22000"
+
+
+class NullValueNotAllowed(DataException):
+    """A Kafka message lacks the key or value its envelope needs (`Envelope error: Flat:
+    Value not present…`, `Envelope error: Upsert: Null key…`)."""
+
+    code = "22004"
+
+
+class NumericValueOutOfRange(DataException):
+    code = "22003"
+
+
+class DivisionByZero(DataException):
+    code = "22012"
+
+
+class InvalidTextRepresentation(DataException):
+    code = "22P02"
+
+
+class NotNullViolation(SqlError):
+    code = "23502"
+
+
+class QueryCanceled(SqlError):
+    """A statement gave up waiting (PostgreSQL's statement timeout)."""
+
+    code = "57014"
+
+
 class ExternalSystemError(SqlError):
     """A system sluice talks to (schema registry, Kafka) failed or refused."""
 
@@ -176,12 +222,13 @@ class ExternalSystemUnavailable(ExternalSystemError):
 
 class SourceFailed(ExternalSystemError):
     """A source cannot be read: a fault outlasted its RETRY TIMEOUT, or its ingestion
-    stopped on an error (and is restarted, with backoff, until the fault clears)."""
+    stopped on an error (and is restarted, with backoff, until the fault clears), or it
+    saw more errors than its ERROR TOLERANCE (for good: `recovers` is false)."""
 
-    def __init__(self, source: str, reason: str) -> None:
+    def __init__(self, source: str, reason: str, *, recovers: bool = True) -> None:
         super().__init__(
             f'Source error: source "{source}" has failed: {reason}',
-            hint="the source recovers by itself once the fault clears",
+            hint="the source recovers by itself once the fault clears" if recovers else None,
         )
         self.source = source
         self.reason = reason
@@ -211,6 +258,43 @@ class InternalError(SqlError):
     """A failure that is a bug in sluice, not the user's: DETAIL names the Python error."""
 
     code = "XX000"
+
+
+class SparkQueryFailed(SqlError):
+    """Spark refused or failed a query sluice let through; a bug or a gap to report (not
+    an `InternalError`: the statement failed, sluice did not crash)."""
+
+    code = "XX000"
+
+
+# The SQLSTATEs of errs rows (a source's `code`, a dead-letter table's `error_code`): the
+# code a query reading the error fails with, so `FROM ONLY ERRORS` shows what a query says.
+DECODE_ERROR = DataException.code
+MISSING_KEY_OR_VALUE = NullValueNotAllowed.code
+OFFSETS_LOST = ExternalSystemError.code
+_COLLECTION_ERRORS = {leaf.code: leaf for leaf in (DataException, NullValueNotAllowed, ExternalSystemError)}
+
+EVALUATION_ERROR = "Evaluation error: "
+# An evaluation error's words (after EVALUATION_ERROR), PostgreSQL's, and its leaf; the
+# first whose pattern matches them whole.
+_EVALUATION_ERRORS = (
+    (re.compile("division by zero"), DivisionByZero),
+    (re.compile("invalid input syntax for type .*", re.DOTALL), InvalidTextRepresentation),
+    (re.compile("more than one row returned by a subquery used as an expression"), CardinalityViolation),
+    (re.compile(".*out of range.*", re.DOTALL), NumericValueOutOfRange),
+)
+
+
+def collection_error(message: str, code: str | None) -> SqlError:
+    """The error of a query that read a collection holding an error: `message` as it is,
+    as the leaf of its errs row's `code`, or — an evaluation error, which has no row —
+    the leaf of PostgreSQL's error its words name (`DataException` for words not listed)."""
+    if code is not None:
+        # A store ingested by an older sluice may hold codes of its own: still this message.
+        return _COLLECTION_ERRORS.get(code, DataException)(message)
+    words = message.removeprefix(EVALUATION_ERROR)
+    leaf = next((leaf for pattern, leaf in _EVALUATION_ERRORS if pattern.fullmatch(words)), DataException)
+    return leaf(message)
 
 
 # What crosses an entry point as it is: errors already told in SQL terms, the end of an

@@ -1,4 +1,4 @@
-"""`Session`: owns the durable catalog (and, later, the Spark session); executes SQL.
+"""`Session`: owns a data directory's durable catalog, tables and streams; executes SQL.
 
 A session holds its data directory's lock from before it reads the catalog until it
 closes: one session per data directory (a second, in this process or another, is

@@ -1,20 +1,20 @@
 """Table rows on disk: one JSON-lines file per table under `<data_dir>/tables/`.
 
-A write replaces the whole file crash-safely (temp file, fsync, atomic rename), so a
-table is always either before or after a statement. Values are stored as JSON per their
-column type (numbers as text where JSON would lose them, bytes as hex, times as ISO).
+A write replaces the whole file crash-safely (`replace_file`: temp file, fsync, atomic
+rename, directory fsync), so a table is always either before or after a statement.
+Values are stored as JSON per their column type (numbers as text where JSON would lose
+them, bytes as hex, times as ISO).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sluice.catalog.files import replace_file
 from sluice.catalog.items import Item
 from sluice.catalog.types import SqlType
 
@@ -38,18 +38,8 @@ class TableStore:
         ]
 
     def write(self, item: Item, rows: list[tuple]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps([_encode(v) for v in row]) + "\n" for row in rows)
-        fd, tmp = tempfile.mkstemp(prefix=".table-", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path(item))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        replace_file(self.path(item), text.encode("utf-8"))
 
     def drop(self, item: Item) -> None:
         self.path(item).unlink(missing_ok=True)

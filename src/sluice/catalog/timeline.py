@@ -3,7 +3,7 @@
 Two collections can be read by one dataflow only if they are on the same timeline.
 `EpochMilliseconds` is wall-clock time; `User(name)` a timeline users share by name;
 `External(name)` a source whose timestamps are its own (joinable only with itself);
-`Counter(name)` a transaction counter (no source kind produces one yet).
+`Counter(name)` a transaction counter (no source kind produces one).
 """
 
 from __future__ import annotations

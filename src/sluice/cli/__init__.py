@@ -1,1 +1,2 @@
-"""Command-line entry points: `sluice parse` today; the REPL, runners and embedded Kafka later."""
+"""The `sluice` command (`main`): the REPL, `run`, `parse`, `plan`, `test`, `demo` and the
+embedded Kafka broker; the sqllogic and conformance runners; psql-style output."""

@@ -13,7 +13,8 @@ are (so a result value or a Kafka message cannot start with `#`: write `\\x23` i
 message). The format is SQLite's, which is why its corpus reads unmodified (a third
 word after `query`'s types is a label: queries with one label must agree), plus
 Materialize's and CockroachDB's extensions: `statement count N`, `query … colnames`,
-`mode cockroach` (one row per line, values separated by a space). `--rewrite` replaces
+`mode cockroach` (one row per line, values separated by a space), `… error pgcode XXXXX
+<regex>` (the error's SQLSTATE too). `--rewrite` replaces
 a failing query's result lines (comments among them go too) and a failing
 `statement count`'s number, nothing else.
 """
@@ -72,6 +73,7 @@ class Record:
     # statement / query
     expect: str = "ok"  # statement: ok | error | count; query: rows | error
     pattern: str | None = None  # the error regex; None: any error
+    sqlstate: str | None = None  # the error's SQLSTATE (`error pgcode XXXXX …`); None: any
     count: int | None = None
     sql: str = ""
     types: str = ""
@@ -176,9 +178,7 @@ def _statement(line: str, words: list[str], index: int, rest, conditions) -> Rec
     if mode == "ok" and len(words) == 2:
         record.expect = "ok"
     elif mode == "error":
-        record.expect = "error"
-        pattern = line.split("error", 1)[1].strip()
-        record.pattern = pattern or None
+        _expected_error(record, line)
     elif mode == "count" and len(words) == 3 and words[2].isdigit():
         record.expect, record.count = "count", int(words[2])
     else:
@@ -188,14 +188,25 @@ def _statement(line: str, words: list[str], index: int, rest, conditions) -> Rec
     return _sql(record, rest)
 
 
+def _expected_error(record: Record, line: str) -> None:
+    """`… error [pgcode XXXXX] [regex]`."""
+    record.expect = "error"
+    pattern = line.split("error", 1)[1].strip()
+    if (pgcode := _PGCODE.match(pattern)) is not None:
+        record.sqlstate = pgcode.group(1)
+        pattern = pattern[pgcode.end() :]
+    record.pattern = pattern or None
+
+
+_PGCODE = re.compile(r"pgcode ([0-9A-Z]{5})(?:\s+|$)")
+
+
 def _query(line: str, words: list[str], index: int, rest, conditions) -> Record:
     record = Record("query", index + 1, line, conditions, header_index=index)
     if len(words) < 2:
         return _invalid(record, "expected query <types> or query error <regex>")
     if words[1] == "error":
-        record.expect = "error"
-        pattern = line.split("error", 1)[1].strip()
-        record.pattern = pattern or None
+        _expected_error(record, line)
         if any(text == "----" for _, text in rest):
             return _invalid(record, "query error has no results (`----`)")
         return _sql(record, rest)
@@ -449,6 +460,11 @@ class FileRunner:
             wanted = "an error" if pattern is None else f"an error matching {pattern}"
             raise RecordFailed(
                 f"expected {wanted}, but the statement succeeded", self._sql_lines(record)
+            )
+        if record.sqlstate is not None and error.code != record.sqlstate:
+            raise RecordFailed(
+                f"expected SQLSTATE {record.sqlstate}, got {error.code}",
+                self._sql_lines(record) + self._error_text(record, error),
             )
         if pattern is None:
             return

@@ -119,7 +119,7 @@ def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
 def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan:
     if statement.stage == "PYSPARK":
         raise FeatureNotSupported(
-            "EXPLAIN PYSPARK needs the Spark renderer, which sluice does not have yet",
+            "EXPLAIN PYSPARK is not supported",
             span=statement.span,
         )
     inner = statement.statement

@@ -17,13 +17,13 @@ from pyspark.sql.types import VariantVal
 from sluice.catalog import items as kinds
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported, SourceFailed, SqlError
+from sluice.errors import FeatureNotSupported, SourceFailed, SparkQueryFailed, SqlError, collection_error
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.kafka.retry import SourceUnavailable, reason_of
 from sluice.lower.evaluation import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.ingest import Streams
-from sluice.render.query import QueryRenderer, SourceDataError
+from sluice.render.query import QueryRenderer
 from sluice.render.source import SourceRead, retry_policy
 from sluice.render.spark import spark
 from sluice.render.store import Store
@@ -35,12 +35,6 @@ from sluice.tables import TableStore
 # Seconds a statement waits for continuously ingested sources to reach the offsets that
 # were current when it started (SLUICE_CATCH_UP_TIMEOUT overrides).
 CATCH_UP_TIMEOUT = 120.0
-
-
-class QueryFailed(SqlError):
-    """Spark refused or failed a query sluice let through; a bug or a gap to report."""
-
-    code = "XX000"
 
 
 def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
@@ -209,11 +203,14 @@ def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
     unavailable = reason_of(str(error))
     if unavailable is not None:
         return SourceFailed(*unavailable)
-    message = queries.error_of(error) or spark_error(error)
+    collected = queries.error_of(error)
+    if collected is not None:
+        return collected
+    message = spark_error(error)
     if message is not None:
-        return SourceDataError(message)
+        return collection_error(message, None)
     if isinstance(error, Py4JJavaError):
-        return QueryFailed(f"{what}: {error.java_exception.getMessage()}")
+        return SparkQueryFailed(f"{what}: {error.java_exception.getMessage()}")
     text = error.getMessage() or str(error)
     if isinstance(error, AnalysisException) and error.getCondition() == "UNRESOLVED_ROUTINE":
         # The name is the user's, and Spark's search path of catalogs means nothing to them.
@@ -221,7 +218,7 @@ def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
         return FeatureNotSupported(f"function {routine} is not supported")
     if isinstance(error, AnalysisException):
         return FeatureNotSupported(_unsupported(error), detail=f"Spark: {text}")
-    return QueryFailed(f"{what}: {text}")
+    return SparkQueryFailed(f"{what}: {text}")
 
 
 def _unsupported(error: AnalysisException) -> str:

@@ -33,7 +33,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, S
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import SourceFailed, SqlError
+from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.reader import NAME
 from sluice.render.failures import failure_reason
 from sluice.render.source import (
@@ -51,10 +51,6 @@ from sluice.render.store import Store
 TRIGGER = "100 milliseconds"
 # How often the supervisor looks for failed streams.
 SUPERVISE_SECONDS = 0.5
-
-
-class CatchUpTimeout(SqlError):
-    code = "57014"
 
 
 class UpsertState(StatefulProcessor):
@@ -362,7 +358,7 @@ class Streams:
                 sum(targets.values()),
             )
             if time.monotonic() > deadline:
-                raise CatchUpTimeout(
+                raise QueryCanceled(
                     f'timed out after {timeout:g}s waiting for source "{ingestion.item.name}" '
                     "to ingest its topic up to the offsets current when the statement started",
                     detail=", ".join(

@@ -26,7 +26,7 @@ from sqlglot import exp
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
-from sluice.errors import FeatureNotSupported, SqlError
+from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
 from sluice.lower import evaluation
@@ -40,12 +40,6 @@ from sluice.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
 _GUARD = "sluice guard failed: run "
-
-
-class SourceDataError(SqlError):
-    """A query read a collection whose errs is not empty."""
-
-    code = "XX000"
 
 
 @dataclass(frozen=True)
@@ -137,9 +131,8 @@ class QueryRenderer:
         collection.base.persist()
         seen = collection.log.count()
         if seen > tolerance:
-            raise SourceDataError(
-                f'Source error: source "{item.name}" has failed: {seen} errors seen, '
-                f"more than its ERROR TOLERANCE of {tolerance}"
+            raise SourceFailed(
+                item.name, f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}", recovers=False
             )
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[Guard]]:
@@ -181,7 +174,7 @@ class QueryRenderer:
         self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
     ) -> list[tuple]:
         """The query's rows (projected by `shape`, given its frame), read in full. If any
-        of what guards the query has an error, this raises the first (`SourceDataError`):
+        of what guards the query has an error, this raises the first (`collection_error`):
         the job fails at once for a guard read in it (and `error_of` names the error);
         other guards are looked at once their rows are in."""
         frame, guards = self.query(plan)
@@ -197,7 +190,7 @@ class QueryRenderer:
         rows = frame.collect()
         error = self._unread_error(frame, guards, rows)
         if error is not None:
-            raise SourceDataError(error)
+            raise error
         return [tuple(row[:width]) for row in rows]
 
     def _failing_on(self, frame: DataFrame, read: list[Guard], guards: list[Guard]) -> DataFrame:
@@ -217,7 +210,7 @@ class QueryRenderer:
         failing = union.where(raised.isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
-    def _unread_error(self, frame: DataFrame, guards: list[Guard], rows: list[Row]) -> str | None:
+    def _unread_error(self, frame: DataFrame, guards: list[Guard], rows: list[Row]) -> SqlError | None:
         """The first error of the guards checked in the run's own pass (a guard read in
         the job had none, or the job would have failed)."""
         columns = frame.columns
@@ -234,7 +227,7 @@ class QueryRenderer:
                 return error
         return None
 
-    def error_of(self, failure: Exception) -> str | None:
+    def error_of(self, failure: Exception) -> SqlError | None:
         """The error a `collect` fails with when `failure` is its guards' doing:
         the first guard's first error (by kind, partition and offset within a source's
         errs, then text), found by a second job — errors are the rare path."""
@@ -281,7 +274,9 @@ def _observed(frame: DataFrame, name: str) -> tuple[int, bool] | None:
     return metrics.getLong(0), not metrics.isNullAt(1) and metrics.getBoolean(1)
 
 
-def _first_error(guards: list[Guard]) -> str | None:
+def _first_error(guards: list[Guard]) -> SqlError | None:
+    """The first error of `guards` (a source's errs rows carry their `code`; an evaluation
+    error's code is found from its words)."""
     keys = ("kind", "partition", "offset")
     union = None
     for index, guard in enumerate(guards):
@@ -290,7 +285,8 @@ def _first_error(guards: list[Guard]) -> str | None:
             F.lit(index).alias("guard"),
             *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
             F.col(MESSAGE).alias("message"),
+            F.col("code") if "code" in errs.columns else F.lit(None).cast("string").alias("code"),
         )
         union = row if union is None else union.unionByName(row)
-    first = union.orderBy("guard", *keys, "message").select("message").first()
-    return None if first is None else first.message
+    first = union.orderBy("guard", *keys, "message").select("message", "code").first()
+    return None if first is None else collection_error(first.message, first.code)

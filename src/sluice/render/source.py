@@ -5,7 +5,7 @@ pass, TEXT is decoded natively, and every message ends up in exactly one of oks,
 the documented skip (ENVELOPE NONE: a message with neither key nor value).
 
 errs rows are `(kind, code, message, partition, offset, timestamp, key, value)`, `message`
-being the full text a query over the source fails with.
+being the full text a query over the source fails with and `code` its SQLSTATE.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pyspark.sql.window import Window
 from sluice.catalog.items import FormatDesc, Item, SourceDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
+from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST
 from sluice.kafka.client import connection_config
 from sluice.kafka.reader import LOST_RANGE, NAME
 from sluice.kafka.retry import RetryPolicy
@@ -234,11 +235,7 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
             .when(key_error.isNotNull(), F.concat(F.lit("Decode error: "), key_error))
             .when(value_error.isNotNull(), F.concat(F.lit("Decode error: "), value_error))
         )
-        code = (
-            F.when(F.col("value").isNull(), F.lit("envelope-flat"))
-            .when(key_error.isNotNull(), F.lit("decode-key"))
-            .otherwise(F.lit("decode-value"))
-        )
+        code = F.when(F.col("value").isNull(), F.lit(MISSING_KEY_OR_VALUE)).otherwise(F.lit(DECODE_ERROR))
         kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
         return _with_lost_ranges(
             decoded.select("*", error.alias("__error"), code.alias("__code"), kind.alias("__kind"))
@@ -261,11 +258,7 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
             ),
         )
     )
-    code = (
-        F.when(F.col("key").isNull(), F.lit("upsert-null-key"))
-        .when(key_error.isNotNull(), F.lit("decode-key"))
-        .otherwise(F.lit("decode-value"))
-    )
+    code = F.when(F.col("key").isNull(), F.lit(MISSING_KEY_OR_VALUE)).otherwise(F.lit(DECODE_ERROR))
     # The upsert key: the decoded key (so two spellings of one JSON key are one key); a key
     # that does not decode is keyed by its raw bytes, and NULL by itself.
     ukey = (
@@ -292,7 +285,7 @@ def _with_lost_ranges(messages: DataFrame) -> DataFrame:
     )
     replaced = {
         "__error": F.when(lost, text).otherwise(F.col("__error")),
-        "__code": F.when(lost, F.lit("offsets-lost")).otherwise(F.col("__code")),
+        "__code": F.when(lost, F.lit(OFFSETS_LOST)).otherwise(F.col("__code")),
         "__kind": F.when(lost, F.lit("source")).otherwise(F.col("__kind")),
     }
     if "__ukey" in messages.columns:

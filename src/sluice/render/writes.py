@@ -17,7 +17,7 @@ from sqlglot import exp
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
-from sluice.errors import SqlError, UndefinedColumn
+from sluice.errors import NotNullViolation, ParseError, UndefinedColumn
 from sluice.plan.plans import WritePlan
 from sluice.plan.queries import plan_query
 from sluice.render.query import QueryRenderer
@@ -25,14 +25,6 @@ from sluice.render.types import spark_type
 from sluice.syntax.ast import QueryBody
 from sluice.syntax.query import Sluice
 from sluice.tables import TableStore
-
-
-class NotNullViolation(SqlError):
-    code = "23502"
-
-
-class TooManyExpressions(SqlError):
-    code = "42601"
 
 
 def execute_write(plan: WritePlan, catalog: Catalog, store: TableStore, renderer: QueryRenderer) -> str:
@@ -77,7 +69,7 @@ def _insert(expression: exp.Insert, item: Item, catalog: Catalog, renderer: Quer
     source = expression.args["expression"]
     query = plan_query(QueryBody(source.sql(dialect=Sluice), source), catalog, "INSERT")
     if len(query.columns) > len(names):
-        raise TooManyExpressions("INSERT has more expressions than target columns")
+        raise ParseError("INSERT has more expressions than target columns")
     rows = _literal_rows(source, names, item)
     if rows is not None:
         _check_not_null(item, rows)
