@@ -35,7 +35,14 @@ FLOORS = {
     "cli": 7,
 }
 # What cli may import besides itself: the session, the public API and its helpers.
-CLI_ALLOWED = {"sluice", "sluice.session", "sluice.errors", "sluice.values", "sluice.kafka.embedded", "sluice.kafka.encode"}
+CLI_ALLOWED = {
+    "sluice",
+    "sluice.session",
+    "sluice.errors",
+    "sluice.values",
+    "sluice.kafka.embedded",
+    "sluice.kafka.encode",
+}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -124,22 +131,24 @@ def test_every_package_ships_in_the_wheel() -> None:
     assert on_disk | {"sluice.grammar"} == listed
 
 
+def _imports(under: Path = SRC) -> list[tuple[str, str]]:
+    """(module, sluice module it imports) for every module under `under`."""
+    return [(_module(path), imported) for path in sorted(under.rglob("*.py")) for imported in sluice_imports(path)]
+
+
 def test_imports_run_down_the_stages() -> None:
     climbs = [
-        f"{_module(path)} imports {imported}"
-        for path in sorted(SRC.rglob("*.py"))
-        for imported in sluice_imports(path)
-        if _part(imported) != _part(_module(path))
-        and FLOORS[_part(imported)] >= FLOORS[_part(_module(path))]
+        f"{module} imports {imported}"
+        for module, imported in _imports()
+        if _part(imported) != _part(module) and FLOORS[_part(imported)] >= FLOORS[_part(module)]
     ]
     assert not climbs, climbs
 
 
 def test_render_only_reads_plans() -> None:
     planning = [
-        f"{_module(path)} imports {imported}"
-        for path in sorted((SRC / "render").rglob("*.py"))
-        for imported in sluice_imports(path)
+        f"{module} imports {imported}"
+        for module, imported in _imports(SRC / "render")
         if _part(imported) == "syntax" or (_part(imported) == "plan" and imported != "sluice.plan.plans")
     ]
     assert not planning, planning
@@ -147,9 +156,8 @@ def test_render_only_reads_plans() -> None:
 
 def test_cli_talks_to_the_session() -> None:
     reaching = [
-        f"{_module(path)} imports {imported}"
-        for path in sorted((SRC / "cli").rglob("*.py"))
-        for imported in sluice_imports(path)
+        f"{module} imports {imported}"
+        for module, imported in _imports(SRC / "cli")
         if _part(imported) != "cli" and imported not in CLI_ALLOWED
     ]
     assert not reaching, reaching
