@@ -136,7 +136,7 @@ def test_any_value_round_trips_through_its_file_and_is_shown_nowhere(value) -> N
         shown = [
             (Path(scratch) / FILE_NAME).read_text(encoding="utf-8"),
             *(row[1] for row in session.execute("SHOW CREATE SECRET pw").rows),
-            session.describe(sluice.parse_one(f"ALTER SECRET pw AS {quote_string(value)}")),
+            session.plan_text(sluice.parse_one(f"ALTER SECRET pw AS {quote_string(value)}")),
             redact_secrets(f"{statement}; ALTER SECRET pw AS {quote_string(value)}"),
         ]
     assert not any(value in text or quote_string(value) in text for text in shown)

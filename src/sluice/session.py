@@ -96,6 +96,14 @@ class Session:
             self._live = Streams(self.data_dir)
         return self._live
 
+    @user_errors
+    def start_spark(self) -> Any:
+        """The process's Spark session, started if needed (importing pyspark alone takes
+        seconds: front ends call this off the thread that waits for the user)."""
+        from sluice.render.spark import spark
+
+        return spark()
+
     def close(self) -> None:
         if self._live is not None:
             self._live.close()
@@ -158,7 +166,7 @@ class Session:
         return tuple(item.details.brokers)
 
     @user_errors
-    def describe(self, statement: ast.Statement) -> str:
+    def plan_text(self, statement: ast.Statement) -> str:
         """What `sluice plan` shows of a statement: its plan, and what applying it (to the
         catalog alone: a query or a write is planned, never run) created or returned."""
         planned = self.plan(statement)
@@ -318,11 +326,3 @@ class Session:
                 span=statement.connection.span,
             ) from None
         return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))
-
-
-def start_spark() -> Any:
-    """sluice's Spark session, started if it is not running yet (importing pyspark alone
-    takes seconds: front ends call this off the thread that waits for the user)."""
-    from sluice.render.spark import spark
-
-    return spark()

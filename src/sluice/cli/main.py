@@ -62,7 +62,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with Session(check_kafka=False) as session:
         try:
             for statement in parse(text):
-                print(session.describe(statement))
+                print(session.plan_text(statement))
         except SqlError as e:
             print(format_error(e, text), file=sys.stderr)
             return 1

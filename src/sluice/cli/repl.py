@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from sluice import KEYWORDS, find_unterminated, parse_statement, redact_secrets, split_statements
 from sluice.cli.table import format_table, result_text
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
-from sluice.session import Session, start_spark
+from sluice.session import Session
 from sluice.values import value_text
 
 PROMPT = "sluice=> "
@@ -141,8 +141,8 @@ class SparkStarter:
     """Starts sluice's Spark session in a background thread (importing pyspark alone takes
     seconds), so that the prompt does not wait for it. `factory` makes the session."""
 
-    def __init__(self, factory: Callable[[], Any] | None = None) -> None:
-        self._factory = factory or start_spark
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.session: Any = None
@@ -288,7 +288,7 @@ class Repl:
         self.session = session
         self.broker = broker
         self.embedded = embedded
-        self.spark = spark or SparkStarter()
+        self.spark = spark or SparkStarter(session.start_spark)
         self.out = out or sys.stdout
         self.timing = False
         self._statements = 0

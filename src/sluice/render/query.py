@@ -2,10 +2,10 @@
 
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
 `ONLY ERRORS`), a dead-letter table's rows, a view's own query (planned with the query that
-reads it) rendered. The query's own
-fallible expressions add errs of their own (`evaluation`). If any collection read without
-`IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
-chosen: by source, then by partition and offset within one), whatever its WHERE says.
+reads it) rendered. The query's own fallible expressions add errs of their own
+(`evaluation`). If any collection read without `IGNORE ERRORS` has errors, the query fails
+with the first of them (deterministically chosen: by source, then by partition and offset
+within one), whatever its WHERE says.
 
 Errors are the rare path, so a query without any is run once: what guards it is checked
 in the same pass where that is sound (a `Guard` says how), and only a guard that may have
