@@ -157,6 +157,9 @@ def test_which_statements_wait_for_spark(tmp_path: Path, sql: str, spark: bool) 
 class NoSpark(SparkStarter):
     """A Spark that must never be asked for: statements in these tests need none."""
 
+    def __init__(self) -> None:
+        super().__init__(self.start)
+
     def start(self) -> None:
         raise AssertionError("a statement that needs no Spark waited for it")
 
