@@ -133,7 +133,7 @@ def test_every_package_ships_in_the_wheel() -> None:
 
 def _imports(under: Path = SRC) -> list[tuple[str, str]]:
     """(module, sluice module it imports) for every module under `under`."""
-    return [(_module(path), imported) for path in sorted(under.rglob("*.py")) for imported in sluice_imports(path)]
+    return [(_module(p), imported) for p in sorted(under.rglob("*.py")) for imported in sluice_imports(p)]
 
 
 def test_imports_run_down_the_stages() -> None:

@@ -98,8 +98,8 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
         else _default(defaults[c.name]) if c.name in defaults else exp.null()
         for c in item.columns
     ]
-    widened = _select(item, columns).from_(inserted)
-    return WritePlan(item.id, statement.body.sql, "INSERT", rows=_planned(widened, statement, catalog, "INSERT"))
+    widened = _planned(_select(item, columns).from_(inserted), statement, catalog, "INSERT")
+    return WritePlan(item.id, statement.body.sql, "INSERT", rows=widened)
 
 
 def _first_extra(source: exp.Expression, width: int) -> exp.Expression:
@@ -137,7 +137,9 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
                 )
             assigned[column.name] = assignment.expression
         columns = [
-            exp.Case(ifs=[exp.If(this=matches.copy(), true=assigned[c.name].copy())], default=exp.column(c.name))
+            exp.Case(
+                ifs=[exp.If(this=matches.copy(), true=assigned[c.name].copy())], default=exp.column(c.name)
+            )
             if c.name in assigned
             else exp.column(c.name)
             for c in item.columns
@@ -148,7 +150,9 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
     )
 
 
-def _planned(query: exp.Expression, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
+def _planned(
+    query: exp.Expression, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT"
+) -> QueryPlan:
     """`query`, built from parts of the statement's tree, planned: errors point into the
     statement's text."""
     return plan_query(ast.QueryBody(statement.body.sql, query, span=statement.body.span), catalog, status)
