@@ -17,7 +17,6 @@ import sluice
 from sluice.catalog.lock import LOCK_FILE
 from sluice.catalog.secrets import DIRECTORY
 from sluice.catalog.store import FILE_NAME
-from sluice.cli.describe import describe_plan
 from sluice.plan import plan
 from sluice.syntax import redact_secrets
 from sluice.syntax.ast import quote_string
@@ -137,7 +136,7 @@ def test_any_value_round_trips_through_its_file_and_is_shown_nowhere(value) -> N
         shown = [
             (Path(scratch) / FILE_NAME).read_text(encoding="utf-8"),
             *(row[1] for row in session.execute("SHOW CREATE SECRET pw").rows),
-            describe_plan(session, sluice.parse_one(f"ALTER SECRET pw AS {quote_string(value)}")),
+            session.plan_text(sluice.parse_one(f"ALTER SECRET pw AS {quote_string(value)}")),
             redact_secrets(f"{statement}; ALTER SECRET pw AS {quote_string(value)}"),
         ]
     assert not any(value in text or quote_string(value) in text for text in shown)

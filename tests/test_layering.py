@@ -2,18 +2,47 @@
 
 Only `syntax/` imports lark; only `render/` (and the Kafka reader) import pyspark; nothing
 a parse touches imports Spark, and `import sluice; sluice.parse(...)` leaves pyspark
-unloaded.
+unloaded. Imports run one way, down the stages — syntax → plan → lower → render, with
+`catalog` and `errors` below them, the session over them and `cli` on top — and no
+module's imports come back to it. `render` reads plans (the data of `plan/plans.py`) but
+never plans or parses; `cli` talks to the session and the public `sluice` API.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sluice"
 PYSPARK_ALLOWED = ("render/", "kafka/reader")
+# Each part of sluice (a package, or a module of the top level) and its floor: a part
+# imports only parts on floors below its own.
+FLOORS = {
+    "errors": 0,
+    "values": 0,
+    "catalog": 1,
+    "syntax": 1,
+    "kafka": 2,
+    "tables": 2,
+    "plan": 2,
+    "lower": 3,
+    "render": 4,
+    "session": 5,
+    "__init__": 6,  # the public API: `import sluice`
+    "cli": 7,
+}
+# What cli may import besides itself: the session, the public API and its helpers.
+CLI_ALLOWED = {
+    "sluice",
+    "sluice.session",
+    "sluice.errors",
+    "sluice.values",
+    "sluice.kafka.embedded",
+    "sluice.kafka.encode",
+}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -25,6 +54,38 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module.split(".")[0])
     return names
+
+
+def sluice_imports(path: Path) -> set[str]:
+    """The sluice modules `path` imports, anywhere in it (`from sluice.a import b` names
+    `sluice.a.b` when that is a module, else `sluice.a`)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.split(".")[0] == "sluice")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "sluice":
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                names.add(submodule if _source(submodule) is not None else node.module)
+    return names
+
+
+def _source(module: str) -> Path | None:
+    base = SRC.parent.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def modules() -> list[tuple[str, set[str]]]:
@@ -68,3 +129,40 @@ def test_every_package_ships_in_the_wheel() -> None:
         for init in SRC.rglob("__init__.py")
     }
     assert on_disk | {"sluice.grammar"} == listed
+
+
+def _imports(under: Path = SRC) -> list[tuple[str, str]]:
+    """(module, sluice module it imports) for every module under `under`."""
+    return [(_module(p), imported) for p in sorted(under.rglob("*.py")) for imported in sluice_imports(p)]
+
+
+def test_imports_run_down_the_stages() -> None:
+    climbs = [
+        f"{module} imports {imported}"
+        for module, imported in _imports()
+        if _part(imported) != _part(module) and FLOORS[_part(imported)] >= FLOORS[_part(module)]
+    ]
+    assert not climbs, climbs
+
+
+def test_render_only_reads_plans() -> None:
+    planning = [
+        f"{module} imports {imported}"
+        for module, imported in _imports(SRC / "render")
+        if _part(imported) == "syntax" or (_part(imported) == "plan" and imported != "sluice.plan.plans")
+    ]
+    assert not planning, planning
+
+
+def test_cli_talks_to_the_session() -> None:
+    reaching = [
+        f"{module} imports {imported}"
+        for module, imported in _imports(SRC / "cli")
+        if _part(imported) != "cli" and imported not in CLI_ALLOWED
+    ]
+    assert not reaching, reaching
+
+
+def test_no_module_imports_come_back_to_it() -> None:
+    graph = {_module(path): sluice_imports(path) for path in SRC.rglob("*.py")}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the circle

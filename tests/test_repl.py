@@ -23,7 +23,6 @@ from sluice.cli.repl import (
     SparkStarter,
     candidates,
     is_complete,
-    needs_spark,
     parse_meta,
     stream_rows,
 )
@@ -154,7 +153,7 @@ def test_completion_of_meta_commands() -> None:
 def test_which_statements_wait_for_spark(tmp_path: Path, sql: str, spark: bool) -> None:
     with Session(tmp_path, check_kafka=False) as session:
         session.execute("CREATE TABLE t (a int)")
-        assert needs_spark(session.plan(parse_one(sql))) is spark
+        assert session.needs_spark(session.plan(parse_one(sql))) is spark
 
 
 class NoSpark(SparkStarter):

@@ -33,6 +33,18 @@ def test_insert_update_delete(session) -> None:
     assert rows(session, "SELECT count(*), sum(a) FROM t") == [(4, 28)]
 
 
+def test_insert_from_a_view_fills_named_columns_and_defaults(session) -> None:
+    session.execute_script(
+        "CREATE TABLE u (x int, y text);"
+        "INSERT INTO u VALUES (1, 'one'), (2, 'two'), (-3, 'minus');"
+        "CREATE VIEW v AS SELECT x * 2 AS x2, upper(y) AS y FROM u WHERE x > 0"
+    )
+    assert session.execute("INSERT INTO t (c, a) SELECT x2 / 4.0, x2 FROM v").status == "INSERT 0 2"
+    assert rows(session, "SELECT * FROM t ORDER BY a") == [(2, "x", 0.5), (4, "x", 1.0)]
+    assert session.execute("UPDATE t SET b = (SELECT max(y) FROM v) WHERE a = 4").status == "UPDATE 1"
+    assert rows(session, "SELECT a, b FROM t ORDER BY a") == [(2, "x"), (4, "TWO")]
+
+
 def test_constraints_and_column_errors(session) -> None:
     with pytest.raises(sluice.SqlError, match='null value in column "a" of relation "t" violates') as info:
         session.execute("INSERT INTO t (b) VALUES ('no a')")

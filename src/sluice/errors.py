@@ -134,6 +134,12 @@ class WrongObjectType(SqlError):
     code = "42809"
 
 
+class TooManyExpressions(SqlError):
+    """An INSERT's rows are wider than its target columns (PostgreSQL's syntax_error)."""
+
+    code = "42601"
+
+
 class InvalidParameterValue(SqlError):
     code = "22023"
 

@@ -56,6 +56,7 @@ from sluice.render.settings import running as spark_running
 from sluice.render.settings import starting as spark_starting
 from sluice.syntax import ast, parse, parse_one
 from sluice.tables import TableStore
+from sluice.values import value_text
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,10 @@ class Session:
     statement that reads data rather than at CREATE (`sluice plan`, tests of planning).
     `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
     `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
-    this session was made; one Spark session serves every session of a process."""
+    this session was made; one Spark session serves every session of a process.
+
+    Front ends (`cli/`) talk to a session only: it also says which plans need Spark, what
+    the catalog holds, and what `sluice plan` shows of a statement."""
 
     @user_errors
     def __init__(
@@ -182,6 +186,63 @@ class Session:
     @user_errors
     def execute_statement(self, statement: ast.Statement) -> Result:
         return self.apply(self.plan(statement), statement)
+
+    @staticmethod
+    def needs_spark(planned: Plan) -> bool:
+        """Whether carrying out `planned` reads or writes data (on Spark) rather than
+        changing or reading the catalog alone; a materialized view starts ingesting when
+        created."""
+        if isinstance(planned, CreatePlan):
+            return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
+
+    @staticmethod
+    def is_subscribe(planned: Plan) -> bool:
+        """Whether `planned` is a SUBSCRIBE, whose changes `subscribe` streams."""
+        return isinstance(planned, SubscribePlan)
+
+    def names(self) -> list[str]:
+        """The name of every catalog item."""
+        return [item.name for item in self.catalog.current]
+
+    def relations(self) -> list[tuple[str, str]]:
+        """(name, kind) of every relation in the catalog, by name."""
+        return sorted((i.name, i.kind) for i in self.catalog.current if i.kind in kinds.RELATIONS)
+
+    def kafka_brokers(self, name: str) -> tuple[str, ...]:
+        """The brokers of the Kafka connection `name`; none if `name` is not one."""
+        item = self.catalog.current.get(name)
+        if item is None or item.kind != kinds.CONNECTION or item.details.connection_type != kinds.KAFKA:
+            return ()
+        return tuple(item.details.brokers)
+
+    @user_errors
+    def plan_text(self, statement: ast.Statement) -> str:
+        """What `sluice plan` shows of a statement: its plan, and what applying it (to the
+        catalog alone: a query or a write is planned, never run) created or returned."""
+        planned = self.plan(statement)
+        lines = [f"-- {statement.redacted().to_sql()}"]
+        catalog = self.catalog.current
+        if isinstance(planned, (QueryPlan, SubscribePlan)):
+            writer = ExplainWriter(catalog)
+            writer.query(planned.query if isinstance(planned, SubscribePlan) else planned)
+            return "\n".join(lines + writer.lines)
+        if isinstance(planned, WritePlan):
+            table = catalog.by_id(planned.table_id).name
+            return "\n".join(lines + [f"{planned.status} into table {table}"])
+        result = self.apply(planned, statement)
+        lines.append(result.status)
+        if result.notice:
+            lines.append(f"NOTICE:  {result.notice}")
+        if isinstance(planned, CreatePlan):
+            writer = ExplainWriter(self.catalog.current)
+            for item in planned.items:
+                writer.relation(item, None, 1)
+            lines += writer.lines
+        elif isinstance(planned, RowsPlan):
+            lines.append("  " + " | ".join(result.columns))
+            lines += ["  " + " | ".join(value_text(v) for v in row) for row in result.rows]
+        return "\n".join(lines)
 
     @user_errors
     def apply(self, planned: Plan, statement: ast.Statement) -> Result:

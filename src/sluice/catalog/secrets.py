@@ -15,16 +15,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import ConnectionDesc
 from sluice.errors import CatalogCorrupt
 
-if TYPE_CHECKING:
-    from sluice.catalog.store import Catalog
-
 DIRECTORY = "secrets"
+
+
+class SecretValues(Protocol):
+    """Where a connection's secrets are read from: a catalog snapshot (`Catalog`, which
+    holds a `SecretStore`; named by what it does, so that neither module imports the other)."""
+
+    def secret_value(self, secret_id: str) -> str: ...
 
 
 class SecretStore:
@@ -76,7 +80,7 @@ class ConnectionOptions:
         return {**self.clear, **self.secret}
 
 
-def connection_options(connection: ConnectionDesc, catalog: Catalog) -> ConnectionOptions:
+def connection_options(connection: ConnectionDesc, catalog: SecretValues) -> ConnectionOptions:
     secret_ids = dict(connection.secret_options)
     clear, secret = {}, {}
     for name, sql in connection.properties:
@@ -95,7 +99,7 @@ def connection_options(connection: ConnectionDesc, catalog: Catalog) -> Connecti
     return ConnectionOptions(clear, secret)
 
 
-def registry_login(connection: ConnectionDesc, catalog: Catalog) -> tuple[str, str | None] | None:
+def registry_login(connection: ConnectionDesc, catalog: SecretValues) -> tuple[str, str | None] | None:
     """(username, password) of a schema registry connection that gives a USERNAME."""
     options = connection_options(connection, catalog).all()
     if "USERNAME" not in options:

@@ -28,14 +28,11 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from sluice.cli.describe import describe_plan
+from sluice import dump, parse, parse_statement, split_statements
 from sluice.cli.display import Display
 from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
-from sluice.syntax import parse, parse_statement
-from sluice.syntax.ast import dump
-from sluice.syntax.splitter import split_statements
 
 
 def _read(path: str) -> str | None:
@@ -71,7 +68,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with Session(check_kafka=False) as session:
         try:
             for statement in parse(text):
-                print(describe_plan(session, statement))
+                print(session.plan_text(statement))
         except SqlError as e:
             print(format_error(e, text), file=sys.stderr)
             return 1

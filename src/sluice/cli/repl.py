@@ -24,16 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from sluice.catalog import items as kinds
+from sluice import KEYWORDS, find_unterminated, parse_statement, redact_secrets, split_statements
 from sluice.cli.display import EXPANDED_CHOICES, Display, page
 from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.table import format_table
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
-from sluice.plan import CreatePlan, DropPlan, NoticePlan, Plan, RowsPlan, SecretPlan
 from sluice.session import Session
-from sluice.syntax import ast, parse_statement, redact_secrets
-from sluice.syntax.keywords import KEYWORDS
-from sluice.syntax.splitter import find_unterminated, split_statements
 from sluice.values import value_text
 
 PROMPT = "sluice=> "
@@ -76,14 +72,6 @@ QUERY_WORDS = frozenset(
 COMPLETED_WORDS = KEYWORDS | QUERY_WORDS
 
 _META = re.compile(r"\\(\S*)\s*(.*?)\s*", re.DOTALL)
-
-
-def needs_spark(planned: Plan) -> bool:
-    """Whether carrying out `planned` reads or writes data (on Spark) rather than changing
-    or reading the catalog alone; a materialized view starts ingesting when created."""
-    if isinstance(planned, CreatePlan):
-        return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-    return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
 
 
 def is_complete(text: str) -> bool:
@@ -355,11 +343,10 @@ class Repl:
     def banner_lines(self, version: str, *, spark_now: bool = True) -> list[str]:
         where = "embedded broker" if self.embedded else "broker"
         lines = [f"sluice {version}: type \\? for help, \\q to quit", f"kafka: {where} at {self.broker}"]
-        existing = self.session.catalog.current.get(CONNECTION_NAME)
-        if existing is None:
+        if CONNECTION_NAME not in self.session.names():
             lines.append(f"  connection {CONNECTION_NAME} points at it: "
                          f"CREATE SOURCE … FROM KAFKA CONNECTION {CONNECTION_NAME} (TOPIC '…')")
-        elif existing.kind != kinds.CONNECTION or self.broker not in existing.details.brokers:
+        elif self.broker not in self.session.kafka_brokers(CONNECTION_NAME):
             lines.append(f"  note: catalog item {CONNECTION_NAME} already exists and does not "
                          f"point at this broker; CREATE CONNECTION … TO KAFKA (BROKER '{self.broker}')")
         master = os.environ.get("SLUICE_SPARK_MASTER", "local[2]")
@@ -370,7 +357,7 @@ class Repl:
     def start_background(self, *, spark_now: bool = True) -> None:
         """Create the `kafka` connection (building the parser, a third of a second) and
         start Spark, off the thread that shows the prompt."""
-        if self.session.catalog.current.get(CONNECTION_NAME) is None:
+        if CONNECTION_NAME not in self.session.names():
             self._setup_done.clear()
             threading.Thread(target=self._create_connection, name="sluice-setup", daemon=True).start()
         if spark_now:
@@ -410,10 +397,10 @@ class Repl:
         try:
             statement = parse_statement(text, start, end)
             planned = _interruptible(lambda: self.session.plan(statement))
-            if needs_spark(planned):
+            if self.session.needs_spark(planned):
                 self._wait_for_spark()
             subscribe = getattr(self.session, "subscribe", None)
-            if isinstance(statement, ast.Subscribe) and subscribe is not None:
+            if self.session.is_subscribe(planned) and subscribe is not None:
                 self._subscribe(subscribe, text[start:end].strip())
             else:
                 own_text = redact_secrets(text[start:end])
@@ -539,11 +526,7 @@ class Repl:
     def _describe(self, name: str) -> None:
         self._wait_for_setup()
         if not name:
-            relations = sorted(
-                (item.name, item.kind)
-                for item in self.session.catalog.current
-                if item.kind in kinds.RELATIONS
-            )
+            relations = self.session.relations()
             if not relations:
                 self.write("Did not find any relations.")
                 return
@@ -639,7 +622,7 @@ def _prompt_session(repl: Repl, history_file: Path):
 
     class SqlCompleter(Completer):
         def get_completions(self, document, complete_event):
-            names = [item.name for item in repl.session.catalog.current]
+            names = repl.session.names()
             word, found = candidates(
                 document.text_before_cursor, names, repl.session.relation_columns(), document.text
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, FeatureNotSupported
-from sluice.plan import connections, ddl, introspect
+from sluice.plan import connections, ddl, introspect, writes
 from sluice.plan.facts import Facts, registry_subjects
 from sluice.plan.names import item_name, resolve
 from sluice.plan.plans import (
@@ -18,14 +18,13 @@ from sluice.plan.plans import (
     NoticePlan,
     Plan,
     QueryPlan,
-    Read,
     RowsPlan,
     SecretPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
 )
-from sluice.plan.queries import plan_query
+from sluice.plan.queries import plan_query, relation_read
 from sluice.plan.sources import plan_create_source
 from sluice.plan.timelines import single_timeline
 from sluice.syntax import ast
@@ -79,7 +78,7 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     if isinstance(statement, ast.Subscribe):
         return SubscribePlan(_subscribe_query(statement, catalog))
     if isinstance(statement, (ast.Insert, ast.Update, ast.Delete)):
-        return ddl.plan_write(statement, catalog)
+        return writes.plan_write(statement, catalog)
     if isinstance(statement, ast.Drop):
         return ddl.plan_drop(statement, catalog)
     if isinstance(statement, ast.ShowObjects):
@@ -110,7 +109,7 @@ def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
         f"SELECT * FROM {statement.target.to_sql()}",
         None,
         item.columns,
-        (Read(item.id),),
+        (relation_read(item, None, catalog),),
         timeline,
         "SUBSCRIBE",
     )

@@ -1,8 +1,6 @@
-"""CREATE TABLE / INDEX / VIEW / SINK, DROP, and the writes tables accept."""
+"""CREATE TABLE / INDEX / VIEW / SINK and DROP."""
 
 from __future__ import annotations
-
-from sqlglot import exp
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item, SinkDesc, TableDesc, ViewDesc
@@ -11,15 +9,14 @@ from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType
 from sluice.errors import (
     DependentObjectsStillExist,
-    FeatureNotSupported,
     InvalidParameterValue,
     UndefinedColumn,
     UndefinedObject,
     WrongObjectType,
 )
 from sluice.plan.names import ensure_free, item_name, resolve, unknown_item
-from sluice.plan.plans import DropPlan, NoticePlan, WritePlan
-from sluice.plan.queries import plan_query, table_item, table_span
+from sluice.plan.plans import DropPlan, NoticePlan
+from sluice.plan.queries import plan_query
 from sluice.plan.timelines import single_timeline
 from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
@@ -251,42 +248,3 @@ def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement:
                     hint="use DROP ... CASCADE to drop the dependent objects too",
                 )
     return list(chosen.values())
-
-
-# What a write may hold besides its target: INSERT's rows, UPDATE's assignments, WHERE.
-# Any other clause sqlglot reads (RETURNING, USING, ON CONFLICT, …) is refused, never
-# silently dropped; so is anything on the target but its name.
-_WRITE_PARTS = {"this", "expression", "expressions", "where"}
-_TARGET_PARTS = {"this", "db", "catalog"}
-_CLAUSE_NAMES = {
-    "alias": "an alias of the target table",
-    "conflict": "ON CONFLICT",
-    "default": "DEFAULT VALUES",
-    "from_": "FROM",
-    "joins": "more than one target table",
-    "order": "ORDER BY",
-}
-
-
-def plan_write(statement: ast.BodyStatement, catalog: Catalog) -> WritePlan:
-    expression = statement.body.expression
-    table = expression.this
-    if isinstance(table, exp.Schema):
-        table = table.this
-    span = table_span(table, statement.body) or statement.span
-    verb = type(statement).__name__.upper()
-    alternative = expression.args.get("alternative")
-    if alternative:
-        raise FeatureNotSupported(f"INSERT OR {alternative.upper()} is not supported", span=span)
-    for parts, allowed in ((expression.args, _WRITE_PARTS), (table.args, _TARGET_PARTS)):
-        clause = next((k for k, v in parts.items() if v and k not in allowed), None)
-        if clause is not None:
-            words = _CLAUSE_NAMES.get(clause, clause.upper().replace("_", " "))
-            raise FeatureNotSupported(f"{verb} with {words} is not supported", span=span)
-    item = table_item(table, catalog, span)
-    if item.kind == kinds.DEAD_LETTER_TABLE:
-        raise WrongObjectType(f'cannot modify dead-letter table "{item.name}"', span=span)
-    if item.kind != kinds.TABLE:
-        raise WrongObjectType(f'cannot {verb} {item.kind} "{item.name}"', span=span)
-    return WritePlan(item.id, statement.body.sql, expression, verb)
-

@@ -54,10 +54,12 @@ class RowsPlan:
 
 @dataclass(frozen=True)
 class Read:
-    """One relation a query reads, and how: `errors` is None, "IGNORE" or "ONLY"."""
+    """One relation a query reads, and how: `errors` is None, "IGNORE" or "ONLY". A view
+    (materialized or not) comes with its own query, planned: `query`."""
 
     item_id: str
     errors: str | None = None
+    query: QueryPlan | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class QueryPlan:
     """A query over catalog relations: sqlglot tree with names qualified, output columns."""
 
     sql: str
-    expression: Any  # sqlglot expression, qualified against the catalog
+    expression: Any = field(repr=False)  # sqlglot expression, qualified against the catalog
     columns: tuple[Column, ...]
     reads: tuple[Read, ...]
     timeline: Timeline | None
@@ -92,12 +94,18 @@ class SubscribePlan:
 
 @dataclass(frozen=True)
 class WritePlan:
-    """INSERT, UPDATE or DELETE on a table."""
+    """INSERT, UPDATE or DELETE on a table (`status` says which). The rows to store are
+    `rows`'s, one output column per column of the table, in its order: those to add (INSERT)
+    or the table's rows after the change (UPDATE, DELETE). An INSERT of plain literals has
+    them as stored instead (`literal_rows`), needing no query run. `matched` counts the rows
+    an UPDATE or DELETE changes."""
 
     table_id: str
     sql: str
-    expression: Any
     status: str
+    rows: QueryPlan | None = None
+    literal_rows: tuple[tuple[Any, ...], ...] | None = None
+    matched: QueryPlan | None = None
 
 
 Plan = (

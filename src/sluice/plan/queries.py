@@ -2,7 +2,9 @@
 
 Tables a query names are resolved to catalog relations (`IGNORE ERRORS` / `ONLY ERRORS`
 only on sources); sqlglot's `qualify` and `annotate_types` then run against the catalog's
-columns, and what they cannot resolve becomes an error with a caret in the query.
+columns, and what they cannot resolve becomes an error with a caret in the query. A view
+the query reads is planned here too, from its stored SQL, and travels with its read: the
+plan is complete, and rendering it plans nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sluice.plan.names import SCHEMA_QUALIFIERS, did_you_mean, unknown_item
 from sluice.plan.plans import QueryPlan, Read
 from sluice.plan.timelines import single_timeline
 from sluice.syntax.ast import QueryBody
-from sluice.syntax.query import ERRORS_MODIFIER, Sluice
+from sluice.syntax.query import ERRORS_MODIFIER, Sluice, parse_query
 
 ONLY_ERRORS_COLUMNS = (Column("message", TEXT, False), Column("code", TEXT, False))
 
@@ -104,6 +106,8 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
     _refuse_unsupported_functions(expression, offset)
     references = _references(expression, catalog, offset)
     for ref in references:
+        # Each read says how it reads (`Read.errors`); the tree keeps the relation's name.
+        ref.table.set(ERRORS_MODIFIER, None)
         if ref.errors == "ONLY":
             if ref.table.alias == "":
                 ref.table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.item.name)))
@@ -126,7 +130,8 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
     if not isinstance(qualified, exp.Query):
         raise FeatureNotSupported("only queries can be planned here", span=body.span)
     columns = _output_columns(body.expression, qualified, references)
-    reads = tuple(dict.fromkeys(Read(r.item.id, r.errors) for r in references))
+    read_as = {(r.item.id, r.errors): r.item for r in references}
+    reads = tuple(relation_read(item, errors, catalog) for (_, errors), item in read_as.items())
     timeline = single_timeline(catalog, [r.item_id for r in reads], body.span)
     return QueryPlan(body.sql, qualified, columns, reads, timeline, status)
 
@@ -140,6 +145,13 @@ def _refuse_unsupported_functions(expression: exp.Expression, offset: int) -> No
     for node in expression.find_all(*UNSUPPORTED_FUNCTIONS):
         name = UNSUPPORTED_FUNCTIONS[type(node)]
         raise FeatureNotSupported(f"function {name} is not supported", span=_span(node, offset))
+
+
+def relation_read(item: Item, errors: str | None, catalog: Catalog) -> Read:
+    """How a query reads `item`: a view with its own query, planned from its stored SQL."""
+    if item.kind not in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
+        return Read(item.id, errors)
+    return Read(item.id, errors, plan_query(parse_query(item.details.query, 0, "query"), catalog))
 
 
 def _as_select(expression: exp.Expression) -> exp.Expression:
@@ -203,8 +215,11 @@ def table_item(table: exp.Table, catalog: Catalog, span: Span | None) -> Item:
     return item
 
 
-def table_span(table: exp.Table, body: QueryBody) -> Span | None:
-    return _span(table.this, body.span.start if body.span is not None else 0)
+def span_of(node: exp.Expression, body: QueryBody) -> Span | None:
+    """Where `node`, a part of `body`'s tree, is in the script: where its first token is
+    (sqlglot places tokens, not the nodes built of them)."""
+    placed = next((n for n in node.walk() if "start" in n.meta), node)
+    return _span(placed, body.span.start if body.span is not None else 0)
 
 
 def _span(node: exp.Expression, offset: int) -> Span | None:

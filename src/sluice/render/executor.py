@@ -154,7 +154,7 @@ def run_snapshot(
     queries = renderer(catalog, tables, stores)
     try:
         rows = [tuple(_value(v) for v in row) for row in queries.collect(plan)]
-    except SourceDataError as e:
+    except SqlError as e:
         raise _with_hint(e, plan, catalog)
     except (PySparkException, Py4JJavaError) as e:
         raise _with_hint(_failure(e, "query failed on Spark", queries), plan, catalog) from None
@@ -169,7 +169,7 @@ _MESSAGE_ERRORS = ("Decode error: ", "Envelope error: ")
 
 def _with_hint(error: SqlError, plan: QueryPlan, catalog: Catalog) -> SqlError:
     """A query failed on a bad message of a source: the HINT says how to read around it."""
-    if not isinstance(error, SourceDataError) or not error.message.startswith(_MESSAGE_ERRORS):
+    if not error.message.startswith(_MESSAGE_ERRORS):
         return error
     suspects = [
         catalog.by_id(s)

@@ -1,10 +1,11 @@
 """A planned query over catalog relations → one Spark DataFrame, checked against errs.
 
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
-`ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. The query's own
-fallible expressions add errs of their own (`evaluation`). If any collection read without
-`IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
-chosen: by source, then by partition and offset within one), whatever its WHERE says.
+`ONLY ERRORS`), a dead-letter table's rows, a view's own query (planned with the query that
+reads it) rendered. The query's own fallible expressions add errs of their own
+(`evaluation`). If any collection read without `IGNORE ERRORS` has errors, the query fails
+with the first of them (deterministically chosen: by source, then by partition and offset
+within one), whatever its WHERE says.
 
 Errors are the rare path, so a query without any is run once: what guards it is checked
 in the same pass where that is sound (a `Guard` says how), and only a guard that may have
@@ -27,15 +28,13 @@ from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
-from sluice.plan.plans import QueryPlan
-from sluice.plan.queries import plan_query
+from sluice.plan.plans import QueryPlan, Read
 from sluice.lower import evaluation
 from sluice.lower.evaluation import MESSAGE, Fusion
 from sluice.lower.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame
-from sluice.syntax.query import ERRORS_MODIFIER, parse_query
 from sluice.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
@@ -86,8 +85,9 @@ class QueryRenderer:
             self.collections[item_id] = collection
         return self.collections[item_id]
 
-    def relation(self, item_id: str, errors: str | None) -> tuple[DataFrame, list[Guard]]:
+    def relation(self, read: Read) -> tuple[DataFrame, list[Guard]]:
         """The rows a reference reads and the guards of what they derive from."""
+        item_id, errors = read.item_id, read.errors
         item = self.catalog.by_id(item_id)
         if item.kind == kinds.SOURCE:
             collection = self.source(item_id)
@@ -117,8 +117,7 @@ class QueryRenderer:
         if item.kind == kinds.TABLE:
             return table_frame(self.spark, self.tables.read(item), item.columns), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
-            body = parse_query(item.details.query, 0, "query")
-            return self.query(plan_query(body, self.catalog))
+            return self.query(read.query)
         raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
 
     def check_tolerance(self, item_id: str, collection: Collection) -> None:
@@ -139,13 +138,13 @@ class QueryRenderer:
         """The query's frame: its planned columns, then hidden flag columns of guards."""
         if plan.expression is None:  # SUBSCRIBE to a relation by name
             (read,) = plan.reads
-            return self.relation(read.item_id, read.errors)
+            return self.relation(read)
         guards: list[Guard] = []
         expression = plan.expression.copy()
         views: dict[str, str] = {}
         carried: dict[str, list[str]] = {}
         for read in plan.reads:
-            frame, read_guards = self.relation(read.item_id, read.errors)
+            frame, read_guards = self.relation(read)
             guards += read_guards
             name = f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
             item = self.catalog.by_id(read.item_id)
@@ -157,7 +156,6 @@ class QueryRenderer:
         for table in expression.find_all(exp.Table):
             if table.name in views:
                 table.set("this", exp.to_identifier(views[table.name]))
-                table.set(ERRORS_MODIFIER, None)
         checked = evaluation.check(expression, Fusion(self.names, carried))
         for guard in guards:  # a flag the query's rows do not carry on: its errs are read
             if guard.flag not in checked.carried:
