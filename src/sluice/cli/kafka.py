@@ -157,11 +157,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_topics(args: argparse.Namespace) -> int:
+def topics_table(broker: str) -> str:
+    """The topics of `broker` and their partition counts, as a table."""
     from sluice.kafka.topics import list_topics
 
-    topics = list_topics(_broker(args))
-    print(format_table(("topic", "partitions"), sorted(topics.items())))
+    return format_table(("topic", "partitions"), sorted(list_topics(broker).items()))
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    print(topics_table(_broker(args)))
     return 0
 
 
