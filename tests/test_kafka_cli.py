@@ -275,7 +275,7 @@ def test_produce_in_the_repl_then_select(tmp_path: Path) -> None:
         term.type("\\produce msgs --create -K :")
         child.expect_exact("End with a backslash and a period on a line by itself")
         for line in ("k1:first", "k2:second", "\\."):
-            child.expect_exact(">> ")
+            child.expect_exact(">>")
             child.send(line + "\r")
         child.expect_exact("PRODUCE 2")
         child.expect_exact("sluice=>")
