@@ -50,7 +50,7 @@ META_COMMANDS = {
     "q": ("\\q", "quit (Ctrl-D too)"),
 }
 HELP = "\n".join(
-    [f"  {usage:<34} {what}" for usage, what in META_COMMANDS.values()]
+    [f"  {usage:<18} {what}" for usage, what in META_COMMANDS.values()]
     + [
         "",
         "  SQL statements end with ';' and may span lines. Ctrl-C cancels a running",
@@ -583,6 +583,8 @@ def _prompt_session(repl: Repl, history_file: Path):
 
 
 def interact(repl: Repl, history_file: Path) -> None:
+    from prompt_toolkit import PromptSession
+
     prompt = _prompt_session(repl, history_file)
 
     def first_render(app) -> None:
@@ -591,7 +593,9 @@ def interact(repl: Repl, history_file: Path) -> None:
         repl.start_background()
 
     prompt.app.after_render += first_render
-    repl.read_data = lambda: _data_line(prompt)
+    # A prompt of its own: arguments given to a PromptSession's prompt() stay with it.
+    data_prompt = PromptSession(repl_kafka.PRODUCE_PROMPT)
+    repl.read_data = lambda: _data_line(data_prompt)
     while True:
         try:
             text = prompt.prompt()
@@ -606,7 +610,7 @@ def interact(repl: Repl, history_file: Path) -> None:
 def _data_line(prompt) -> str | None:
     """A line of `\\produce`'s data from the terminal; None at Ctrl-D."""
     try:
-        return prompt.prompt(repl_kafka.PRODUCE_PROMPT, multiline=False, completer=None, lexer=None)
+        return prompt.prompt()
     except EOFError:
         return None
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ PRODUCE_PROMPT = ">> "
 PRODUCE_HELP = ("Enter messages, one per line (KEY SEP VALUE with -K SEP). End with a backslash "
                 "and a period on a line by itself, or an EOF signal.")
 USAGE = {
-    "produce": ("\\produce TOPIC [-K SEP] [--create]", "write the lines that follow (until \\.) to TOPIC"),
+    "produce": ("\\produce TOPIC …", "write the lines that follow, up to \\., to TOPIC (-K SEP, --create, …)"),
     "topics": ("\\topics", "list the Kafka topics and their partitions"),
 }
 

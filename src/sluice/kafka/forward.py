@@ -27,7 +27,8 @@ class Forwarder:
         try:
             self._server = socket.create_server((host, port))
         except OSError as e:
-            raise ExternalSystemError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+            reason = (e.strerror or str(e)).lower()
+            raise ExternalSystemError(f"cannot listen on {host}:{port}: {reason}") from None
         self.address = f"{host}:{self._server.getsockname()[1]}"
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
