@@ -116,6 +116,12 @@ def test_serve_listens_on_the_port_it_was_given(served: str) -> None:
     assert [f"{b.host}:{b.port}" for b in brokers.values()] == [served]
 
 
+def test_a_port_in_use_is_a_clear_error(served: str) -> None:
+    taken = sluice("kafka", "serve", "--port", served.rsplit(":", 1)[1])
+    assert taken.returncode == 1
+    assert taken.stderr == f"ERROR:  cannot listen on {served}: address already in use\n"
+
+
 def test_produce_from_a_pipe_then_consume(served: str) -> None:
     produced = subprocess.run(
         f"printf 'a:hello\\nb:\\\\xff\\\\x00bad\\nc:\\n:no key\\n\\n' | {' '.join(SLUICE)} kafka produce"

@@ -10,6 +10,7 @@ only ever connect to it. It knows nothing of the Kafka protocol.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -27,7 +28,7 @@ class Forwarder:
         try:
             self._server = socket.create_server((host, port))
         except OSError as e:
-            reason = (e.strerror or str(e)).lower()
+            reason = (os.strerror(e.errno) if e.errno else str(e)).lower()
             raise ExternalSystemError(f"cannot listen on {host}:{port}: {reason}") from None
         self.address = f"{host}:{self._server.getsockname()[1]}"
         self._lock = threading.Lock()
