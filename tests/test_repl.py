@@ -131,7 +131,7 @@ def test_completion_offers_catalog_names_before_keywords() -> None:
 
 def test_completion_of_meta_commands() -> None:
     assert candidates("\\ti", ["timely"]) == ("\\ti", ["\\timing"])
-    assert candidates("\\", [])[1] == ["\\d", "\\timing", "\\i", "\\kafka", "\\?", "\\q"]
+    assert candidates("\\", [])[1] == ["\\d", "\\timing", "\\i", "\\kafka", "\\produce", "\\topics", "\\?", "\\q"]
     assert candidates("\\d ord", ["orders"]) == ("ord", ["orders"])
 
 
