@@ -502,6 +502,7 @@ class Repl:
         elif name == "topics":
             repl_kafka.topics(self.broker, self.write)
         else:
+            self.failed = True
             self.write(f"invalid command \\{name}; try \\? for help")
         return True
 
