@@ -5,13 +5,13 @@ Real processes, a real pseudo-terminal, the real embedded broker; no mocks."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import fastavro
@@ -207,8 +207,6 @@ def test_avro_lines_registered_in_a_schema_registry(served: str, tmp_path: Path)
         client.close()
     assert [v[:5] for v in values] == [b"\x00\x00\x00\x00\x02"] * 2
     parsed = fastavro.parse_schema(schema)
-    import io
-
     assert [fastavro.schemaless_reader(io.BytesIO(v[5:]), parsed) for v in values] == [{"n": 1}, {"n": 2}]
 
 
