@@ -1,7 +1,8 @@
 """A Confluent Schema Registry speaking the real REST API over loopback HTTP, for tests.
 
 Serves `GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` from a dict
-of subjects given at start; sluice's client talks to it exactly as to the real service.
+of subjects given at start, and `POST /subjects/<subject>/versions` (registering a schema:
+its id, the same one for a schema registered again); sluice's client talks to it exactly as to the real service.
 Given a `login` (username, password), it demands HTTP basic authentication as the real
 service configured for it does: any other request is answered `401`. It counts the
 requests it answered and refused, by kind (`latest`, `by_id`). Setting `failing` to an
@@ -46,6 +47,24 @@ class Registry:
                 self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
                 self.end_headers()
                 self.wfile.write(json.dumps(body or {"error_code": 40401}).encode())
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                parts = [unquote(p) for p in self.path.strip("/").split("/")]
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if len(parts) != 3 or parts[0] != "subjects" or parts[2] != "versions":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                registry.answered["register"] += 1
+                found = registry.subjects.get(parts[1])
+                if found is None or found[1] != body["schema"]:
+                    ids = [schema_id for schema_id, _ in registry.subjects.values()]
+                    found = (max(ids, default=0) + 1, body["schema"])
+                    registry.subjects[parts[1]] = found
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.end_headers()
+                self.wfile.write(json.dumps({"id": found[0]}).encode())
 
             def log_message(self, *args) -> None:
                 pass

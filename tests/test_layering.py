@@ -33,8 +33,11 @@ FLOORS = {
     "session": 5,
     "__init__": 6,  # the public API: `import sluice`
     "cli": 7,
+    "__main__": 8,  # `python -m sluice`
 }
-# What cli may import besides itself: the session, the public API and its helpers.
+# What cli may import besides itself: the session, the public API and its helpers, and
+# the Kafka tools behind `sluice kafka …` and the REPL's `\produce` (a broker, topics,
+# message bytes, a consumer, the schema registry: none of them plans or renders).
 CLI_ALLOWED = {
     "sluice",
     "sluice.session",
@@ -42,6 +45,9 @@ CLI_ALLOWED = {
     "sluice.values",
     "sluice.kafka.embedded",
     "sluice.kafka.encode",
+    "sluice.kafka.topics",
+    "sluice.kafka.consume",
+    "sluice.kafka.registry",
 }
 
 

@@ -266,7 +266,7 @@ def test_kafka_directive_mistakes_are_reported(tmp_path) -> None:
     assert ("k.slt:9: kafka-ingest: line 10: not a datum of schema r in Avro's JSON encoding: "
             "TypeError: an integer is required\n    \"not a long\"") in report
     assert "k.slt:12: kafka-ingest: line 13: the key is not JSON" in report
-    assert "k.slt:15: kafka-ingest: line 16: no key terminator ':' in the line" in report
+    assert "k.slt:15: kafka-ingest: line 16: no key separator ':' in the line" in report
     assert "k.slt:18: cannot parse record: kafka-ingest does not take 'colour=blue'" in report
     assert "k.slt:21: kafka-create-topic failed: cannot create kafka topic 't': topic already exists" in report
     assert "k.slt:23: kafka-schema bad: not an Avro schema" in report

@@ -398,6 +398,8 @@ class Session:
                 "Topic does not exist",
                 span=topic.span,
                 detail=f"topic '{topic.value}' is not on connection {connection.name} ({brokers})",
+                hint=f"create it: \\produce {topic.value} --create in the REPL, or"
+                f" sluice kafka create-topic {topic.value} --broker {brokers}",
             ) from None
         except KafkaReadError as e:
             raise ExternalSystemError(

@@ -8,12 +8,16 @@ output flags (`--csv`, `-A` unaligned, `-t` rows only).
 `sluice parse [FILE|-] [--ast]` prints each statement's canonical SQL (or its syntax tree);
 `sluice plan [FILE|-]` shows what a script would create and read, without Spark or Kafka.
 Either prints the formatted error, with exit status 1, for a statement it cannot take.
-`sluice kafka [--brokers N] [--topic NAME[:PARTITIONS] ...]` runs an embedded Kafka broker
-on loopback, prints `kafka listening on <bootstrap>`, and serves until SIGINT or SIGTERM.
+`sluice kafka serve|topics|create-topic|produce|consume …` is Kafka from the command line
+(`cli/kafka.py`); `sluice kafka serve [--port P] [--topic NAME[:PARTITIONS] ...]` runs an
+embedded Kafka broker on loopback, prints `kafka listening on <bootstrap>`, and serves
+until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
-`sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR]` executes a script and prints
-each result; it stops at the first error (exit status 1) unless told to keep going. On a
-terminal, a statement that takes over a second shows a progress line on stderr.
+`sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR] [--broker ADDR | --embedded]`
+executes a script and prints each result; it stops at the first error (exit status 1)
+unless told to keep going. With a broker (or an embedded one) it first creates the
+connection `kafka` to it, as the REPL does. On a terminal, a statement that takes over a
+second shows a progress line on stderr.
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
@@ -25,12 +29,13 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from contextlib import contextmanager
 
 from sluice import dump, parse, parse_statement, split_statements
 from sluice.cli.display import Display
 from sluice.cli.progress import ProgressLine, progress_text, watched
+from sluice.cli.broker import connect, open_broker, version
+from sluice.cli.kafka import BROKER_VARIABLE, add_kafka_commands, kafka_argv
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
 
@@ -75,43 +80,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
-    return int(text)
-
-
-def _topic_spec(text: str) -> tuple[str, int]:
-    name, sep, count = text.rpartition(":")
-    return (name, _positive(count)) if sep else (text, 1)
-
-
-def cmd_kafka(args: argparse.Namespace) -> int:
-    from sluice.kafka.embedded import EmbeddedKafka
-
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    try:
-        with EmbeddedKafka(brokers=args.brokers) as kafka:
-            for name, partitions in args.topic:
-                kafka.create_topic(name, partitions)
-            print(f"kafka listening on {kafka.bootstrap}", flush=True)
-            while not stop.wait(0.5):  # timed, in case a signal lands on another thread
-                pass
-    except SqlError as e:
-        print(format_error(e), file=sys.stderr)
-        return 1
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     text = args.command_text if args.command_text is not None else _read(args.file)
     if text is None:
         return 2
     failed = ui_shown = False
     display = _display(args)
-    with Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session, _terminal() as tty:
+    with (
+        open_broker(args.broker, embedded=args.embedded) as broker,
+        Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session,
+        _terminal() as tty,
+    ):
+        if broker is not None:
+            connect(session, broker)
         for start, end in split_statements(text):
             # In a terminal, a statement that takes a while shows what it waits on (on stderr).
             line = ProgressLine(tty, lambda waited: progress_text(session.progress(), waited))
@@ -188,11 +169,12 @@ def _display(args: argparse.Namespace) -> Display:
 
 def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="sluice", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"sluice {version()}")
     commands = top.add_subparsers(dest="command", required=True)
     p = commands.add_parser("repl", help="the interactive SQL shell (also: sluice with no command)")
     p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
-    p.add_argument("--broker", metavar="ADDR",
-                   help="Kafka bootstrap address (default: start an embedded broker)")
+    p.add_argument("--broker", metavar="ADDR", default=os.environ.get(BROKER_VARIABLE),
+                   help=f"Kafka bootstrap address (default: ${BROKER_VARIABLE}, else start an embedded broker)")
     p.add_argument("--master", metavar="URL",
                    help="Spark master (default: $SLUICE_SPARK_MASTER or local[2])")
     p.add_argument("--history-file", metavar="FILE",
@@ -209,18 +191,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
     p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
     _add_spark_and_output_options(p)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--broker", metavar="ADDR", default=os.environ.get(BROKER_VARIABLE),
+                       help=f"create connection kafka to this broker (default: ${BROKER_VARIABLE})")
+    where.add_argument("--embedded", action="store_true",
+                       help="start an embedded Kafka broker and create connection kafka to it")
     p.set_defaults(run=cmd_run)
     p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
     p.set_defaults(run=cmd_demo)
     p = commands.add_parser("plan", help="show what a script would create, without running it")
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.set_defaults(run=cmd_plan)
-    p = commands.add_parser("kafka", help="run an embedded Kafka broker until interrupted")
-    p.add_argument("--brokers", type=_positive, default=1, metavar="N",
-                   help="number of brokers (default: 1)")
-    p.add_argument("--topic", type=_topic_spec, action="append", default=[],
-                   metavar="NAME[:PARTITIONS]", help="create a topic (repeatable)")
-    p.set_defaults(run=cmd_kafka)
+    add_kafka_commands(commands)
     p = commands.add_parser("test", help="run sqllogictest files against fresh sessions")
     p.add_argument("paths", nargs="+", metavar="PATH", help="a .slt/.test file or a directory")
     p.add_argument("--rewrite", action="store_true",
@@ -233,9 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     # Output piped into `head` and closed early ends quietly, as for any Unix tool.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["repl", *argv]  # `sluice` alone (or with the shell's flags) is the shell
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(kafka_argv(argv))
     try:
         return args.run(args)
     except KeyboardInterrupt:

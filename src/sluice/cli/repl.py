@@ -3,7 +3,8 @@
 This module owns the shell: reading statements (prompt_toolkit line editing, history,
 pygments highlighting, completion of keywords and catalog names; a statement ends at a
 top-level `;`), meta-commands (`\\d` and its `\\dt \\dv \\dm \\ds`, `\\x`, `\\pset`,
-`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\q`, `\\?`), running statements so that Ctrl-C
+`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\q`, `\\?`; the Kafka ones,
+`\\produce` and `\\topics`, live in `repl_kafka.py`), running statements so that Ctrl-C
 cancels them without ending the session, showing results as `display` says (through
 the pager when they do not fit), and printing SUBSCRIBE changes as they arrive. The
 prompt comes first: the catalog's `kafka` connection and Spark are set up in background
@@ -20,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +30,8 @@ from sluice import KEYWORDS, find_unterminated, parse_statement, redact_secrets,
 from sluice.cli.display import EXPANDED_CHOICES, Display, page
 from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.table import format_table
+from sluice.cli import repl_kafka
+from sluice.cli.broker import CONNECTION_NAME, connect, embedded_broker, version
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.values import value_text
@@ -35,7 +39,6 @@ from sluice.values import value_text
 PROMPT = "sluice=> "
 CONTINUATION = "sluice-> "
 DEFAULT_HISTORY = Path.home() / ".sluice_history"
-CONNECTION_NAME = "kafka"
 
 META_COMMANDS = {
     "d": ("\\d [NAME]", "list relations, or describe relation NAME"),
@@ -49,6 +52,7 @@ META_COMMANDS = {
     "i": ("\\i FILE", "run the statements in FILE"),
     "kafka": ("\\kafka", "show the Kafka broker address in use"),
     "log": ("\\log", "show the path of Spark's log"),
+    **repl_kafka.USAGE,
     "?": ("\\?", "show this help"),
     "q": ("\\q", "quit (Ctrl-D too)"),
 }
@@ -315,6 +319,9 @@ class Repl:
         self.out = out or sys.stdout
         self.display = display or Display()
         self.timing = False
+        self.failed = False  # whether any statement or command failed (piped input's exit status)
+        # Where `\\produce` reads its lines from: the terminal, or the rest of piped input.
+        self.read_data: Callable[[], str | None] = lambda: None
         self._statements = 0
         self._setup_done = threading.Event()
         self._setup_done.set()
@@ -365,9 +372,7 @@ class Repl:
 
     def _create_connection(self) -> None:
         try:
-            self.session.execute(
-                f"CREATE CONNECTION {CONNECTION_NAME} TO KAFKA (BROKER '{self.broker}')"
-            )
+            connect(self.session, self.broker)
         except SqlError as e:  # shown before the next statement runs
             self._setup_error = e
         finally:
@@ -383,6 +388,7 @@ class Repl:
         except (Cancelled, KeyboardInterrupt):
             self.write("cancelled")
         except Exception as e:  # the shell's boundary: shown, and the session goes on
+            self.failed = True
             self.note(format_error(as_sql_error(e)))
         return True
 
@@ -409,6 +415,7 @@ class Repl:
         except Cancelled:
             raise
         except Exception as e:  # shown with its caret; the script's next statement runs
+            self.failed = True
             self.note(format_error(as_sql_error(e), text))
         if self.timing:
             self.write(f"Time: {(time.perf_counter() - began) * 1000:.3f} ms")
@@ -519,7 +526,12 @@ class Repl:
             self._include(argument)
         elif name == "kafka":
             self.write(self.broker)
+        elif name == "produce":
+            repl_kafka.produce(self.broker, argument, self.read_data, self.write, interactive=self.out.isatty())
+        elif name == "topics":
+            repl_kafka.topics(self.broker, self.write)
         else:
+            self.failed = True
             self.write(f"invalid command \\{name}; try \\? for help")
         return True
 
@@ -596,15 +608,6 @@ class Repl:
         self.run_script(text)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sluice")
-    except PackageNotFoundError:
-        return "(development)"
-
-
 def _prompt_session(repl: Repl, history_file: Path):
     from prompt_toolkit import PromptSession
     from prompt_toolkit.application import get_app
@@ -643,6 +646,8 @@ def _prompt_session(repl: Repl, history_file: Path):
 
 
 def interact(repl: Repl, history_file: Path) -> None:
+    from prompt_toolkit import PromptSession
+
     prompt = _prompt_session(repl, history_file)
 
     def first_render(app) -> None:
@@ -651,6 +656,9 @@ def interact(repl: Repl, history_file: Path) -> None:
         repl.start_background()
 
     prompt.app.after_render += first_render
+    # A prompt of its own: arguments given to a PromptSession's prompt() stay with it.
+    data_prompt = PromptSession(repl_kafka.PRODUCE_PROMPT)
+    repl.read_data = lambda: _data_line(data_prompt)
     while True:
         try:
             text = prompt.prompt()
@@ -662,9 +670,21 @@ def interact(repl: Repl, history_file: Path) -> None:
             return
 
 
+def _data_line(prompt) -> str | None:
+    """A line of `\\produce`'s data from the terminal; None at Ctrl-D."""
+    try:
+        return prompt.prompt()
+    except EOFError:
+        return None
+    except KeyboardInterrupt:
+        raise Cancelled from None
+
+
 def read_lines(repl: Repl, lines: Iterable[str]) -> None:
     """Input that is not a terminal: the same statements and meta-commands, no prompt."""
     pending = Accumulator()
+    lines = iter(lines)
+    repl.read_data = lambda: next(lines, None)
     for line in lines:
         unit = pending.feed(line.rstrip("\n"))
         if unit is not None and not repl.handle(unit):
@@ -685,23 +705,20 @@ def main(
 ) -> int:
     if master:
         os.environ["SLUICE_SPARK_MASTER"] = master
-    kafka = None
+    embedded = broker is None
+    kafka = ExitStack()  # the embedded broker, if one is started
     try:
-        if broker is None:
-            from sluice.kafka.embedded import EmbeddedKafka
-
-            kafka = EmbeddedKafka()
-            broker = kafka.bootstrap
+        if embedded:
+            broker = kafka.enter_context(embedded_broker()).bootstrap
         session = Session(data_dir, spark_conf=spark_conf, spark_ui=spark_ui)
     except SqlError as e:
         print(format_error(e), file=sys.stderr)
-        if kafka is not None:
-            kafka.close()
+        kafka.close()
         return 1
     interactive = sys.stdin.isatty()
     with session:
-        repl = Repl(session, broker, embedded=kafka is not None, display=display)
-        for line in repl.banner_lines(_version(), spark_now=interactive):
+        repl = Repl(session, broker, embedded=embedded, display=display)
+        for line in repl.banner_lines(version(), spark_now=interactive):
             repl.note(line)
         try:
             if interactive:
@@ -711,6 +728,5 @@ def main(
                 repl.start_background(spark_now=False)
                 read_lines(repl, sys.stdin)
         finally:
-            if kafka is not None:
-                kafka.close()
-    return 0
+            kafka.close()
+    return 1 if repl.failed and not interactive else 0

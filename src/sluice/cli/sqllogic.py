@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sluice.errors import InternalError, SqlError, as_sql_error, format_error
-from sluice.kafka.encode import avro_from_json, confluent_frame, literal
+from sluice.kafka.encode import encode_value, keyed_message
 from sluice.values import slt_value
 
 ENGINE = "postgresql"  # what `skipif` / `onlyif` call sluice
@@ -616,19 +616,14 @@ class FileRunner:
         )
 
     def _message(self, args: dict[str, str], line: str) -> tuple[bytes | None, bytes | None]:
-        value_format = args.get("format", "bytes")
+        def value(text: str) -> bytes:
+            return self._encode(text, args.get("format", "bytes"), args.get("schema"), args)
+
         key_format = args.get("key-format")
         if key_format is None:
-            return None, self._encode(line, value_format, args.get("schema"), args)
+            return None, value(line)
         if key_format == "bytes":
-            key_text, sep, value_text = line.partition(args.get("key-terminator", ":"))
-            if not sep:
-                raise ValueError(f"no key terminator {args.get('key-terminator', ':')!r} in the line")
-            key = literal(key_text) if key_text else None
-            value = None
-            if value_text:
-                value = self._encode(value_text, value_format, args.get("schema"), args)
-            return key, value
+            return keyed_message(line, args.get("key-terminator", ":"), value)
         try:
             _, end = json.JSONDecoder().raw_decode(line)
         except json.JSONDecodeError as e:
@@ -638,19 +633,16 @@ class FileRunner:
             raise ValueError("expected a space between the key and the value")
         value_text = rest[1:]
         key = self._encode(key_text, key_format, args.get("key-schema"), args)
-        value = self._encode(value_text, value_format, args.get("schema"), args) if value_text else None
-        return key, value
+        return key, value(value_text) if value_text else None
 
     def _encode(self, text: str, fmt: str, schema: str | None, args: dict[str, str]) -> bytes:
         if fmt != "avro":
-            return literal(text)
+            return encode_value(text)
         if schema not in self.schemas:
             raise ValueError(f"no kafka-schema named {schema!r}")
         schema_id, parsed = self.schemas[schema]
-        body = avro_from_json(text, parsed, schema_name=f"schema {schema}")
-        if args.get("confluent-wire-format", "true") == "false":
-            return body
-        return confluent_frame(schema_id, body)
+        framed = args.get("confluent-wire-format", "true") == "true"
+        return encode_value(text, parsed, schema_id if framed else None, schema_name=f"schema {schema}")
 
 
 def _affected(result: Any) -> int:

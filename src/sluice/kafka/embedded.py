@@ -9,6 +9,9 @@ shared object, so client and cluster agree on versions). Its behaviour, as measu
 librdkafka 2.16:
 
 * brokers have ids 1..N and listen on ephemeral 127.0.0.1 ports;
+  `rd_kafka_mock_broker_set_host_port` changes only the address a broker advertises, so
+  a broker asked to listen on a given port gets a forwarding listener there
+  (`kafka/forward.py`) and advertises that;
 * topics must be made with `create_topic` (the admin CreateTopics call does not work
   against the mock); a topic a client touches first is auto-created with 4 partitions;
 * each partition keeps only its last 5 MiB of record batches (or 100,000 batches, a
@@ -38,6 +41,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sluice.errors import ExternalSystemError
+from sluice.kafka.forward import Forwarder
 
 _RD_KAFKA_PRODUCER = 0
 # Kafka's own rule for topic names; the mock accepts anything, and aborts the process
@@ -92,6 +96,7 @@ def _load() -> ctypes.CDLL:
             "rd_kafka_mock_topic_create": (ctypes.c_int, [vp, cp, ctypes.c_int, ctypes.c_int]),
             "rd_kafka_mock_broker_set_down": (ctypes.c_int, [vp, i32]),
             "rd_kafka_mock_broker_set_up": (ctypes.c_int, [vp, i32]),
+            "rd_kafka_mock_broker_set_host_port": (ctypes.c_int, [vp, i32, cp, ctypes.c_int]),
         }
         try:
             for name, (restype, argtypes) in signatures.items():
@@ -122,19 +127,23 @@ def _err2str(lib: ctypes.CDLL, code: int) -> str:
 class EmbeddedKafka:
     """librdkafka's mock Kafka cluster on loopback, for the REPL, demos and tests.
 
-    `bootstrap` is what clients pass as `bootstrap.servers`. Use as a context manager, or
-    call `close()` (idempotent) when done; the cluster lives in background threads of
-    this process and vanishes with it.
+    `bootstrap` is what clients pass as `bootstrap.servers`. With `port`, broker i listens
+    on 127.0.0.1:`port`+i-1 (through a forwarder) instead of an ephemeral port. Use as a
+    context manager, or call `close()` (idempotent) when done; the cluster lives in
+    background threads of this process and vanishes with it.
     """
 
-    def __init__(self, brokers: int = 1) -> None:
+    def __init__(self, brokers: int = 1, port: int | None = None) -> None:
         if isinstance(brokers, bool) or not isinstance(brokers, int) or brokers < 1:
             raise ValueError(f"brokers must be a positive integer, not {brokers!r}")
+        if port is not None and not 0 < port <= 65536 - brokers:
+            raise ExternalSystemError(f"cannot listen on port {port}: not a port number")
         self._lib = _load()
         self._lock = threading.Lock()
         self._brokers = brokers
         self._rk: int | None = None
         self._cluster: int | None = None
+        self._forwarders: list[Forwarder] = []
         lib = self._lib
         conf = lib.rd_kafka_conf_new()
         errstr = ctypes.create_string_buffer(512)
@@ -152,6 +161,29 @@ class EmbeddedKafka:
             raise ExternalSystemError("cannot start the embedded kafka broker")
         self._rk, self._cluster = rk, cluster
         self.bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode()
+        if port is not None:
+            try:
+                self._listen_on(port)
+            except ExternalSystemError:
+                self.close()
+                raise
+
+    def _listen_on(self, port: int) -> None:
+        """Broker i listens on `port`+i-1 and advertises that address."""
+        addresses = []
+        for broker_id, own in enumerate(self.bootstrap.split(","), 1):
+            host, own_port = own.rsplit(":", 1)
+            forwarder = Forwarder(host, port + broker_id - 1, (host, int(own_port)))
+            self._forwarders.append(forwarder)
+            code = self._lib.rd_kafka_mock_broker_set_host_port(
+                self._cluster, broker_id, host.encode(), port + broker_id - 1
+            )
+            if code:
+                raise ExternalSystemError(
+                    f"cannot listen on {forwarder.address}: {_err2str(self._lib, code)}"
+                )
+            addresses.append(forwarder.address)
+        self.bootstrap = ",".join(addresses)
 
     @property
     def brokers(self) -> int:
@@ -200,7 +232,10 @@ class EmbeddedKafka:
         kernel's table (`/proc/net/tcp`, Linux). A closed connection stays listed for
         about a minute (TIME_WAIT), so two calls a few seconds apart see every connection
         opened in between."""
-        ports = {int(address.rsplit(":", 1)[1]) for address in self.bootstrap.split(",")}
+        listeners = [f.target for f in self._forwarders] or [
+            address.rsplit(":", 1) for address in self.bootstrap.split(",")
+        ]
+        ports = {int(port) for _, port in listeners}
         found = set()
         with open("/proc/net/tcp") as table:
             next(table)
@@ -222,6 +257,9 @@ class EmbeddedKafka:
         with self._lock:
             cluster, rk = self._cluster, self._rk
             self._cluster = self._rk = None
+            forwarders, self._forwarders = self._forwarders, []
+        for forwarder in forwarders:
+            forwarder.close()
         if cluster is not None:
             self._lib.rd_kafka_mock_cluster_destroy(cluster)
         if rk is not None:

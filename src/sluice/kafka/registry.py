@@ -1,8 +1,8 @@
-"""A small Confluent Schema Registry client: the latest schema of a subject, and a schema
-by id. Failures become `ExternalSystemError`s naming the registry and the subject;
-`ExternalSystemUnavailable` for those that may clear by themselves (unreachable, timed
-out, 408, 429, 5xx), which a read's look-up of a writer schema retries under its source's
-`RetryPolicy`."""
+"""A small Confluent Schema Registry client: the latest schema of a subject, a schema
+by id, and registering a schema under a subject. Failures become `ExternalSystemError`s
+naming the registry and the subject; `ExternalSystemUnavailable` for those that may clear
+by themselves (unreachable, timed out, 408, 429, 5xx), which a read's look-up of a writer
+schema retries under its source's `RetryPolicy`."""
 
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ class SchemaRegistry:
             raise ExternalSystemError(f"schema registry {self.url} sent no schema id for {what}")
         return schema_id, data["schema"]
 
+    def register(self, subject: str, schema: str) -> int:
+        """The id of Avro `schema` (JSON text) under `subject`, registering it if new."""
+        quoted = urllib.parse.quote(subject, safe="")
+        what = f"subject '{subject}'"
+        data = self._call(f"/subjects/{quoted}/versions", what, body={"schema": schema})
+        schema_id = None if data is None else data.get("id")
+        if type(schema_id) is not int:
+            raise ExternalSystemError(f"schema registry {self.url} sent no schema id for {what}")
+        return schema_id
+
     def by_id(self, schema_id: int, timeout: float = TIMEOUT_SECONDS) -> str | None:
         """The schema with id `schema_id`; None if the registry has no schema of that id."""
         data = self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}", timeout)
@@ -66,9 +76,24 @@ class SchemaRegistry:
         return text
 
     def _get(self, path: str, what: str, timeout: float = TIMEOUT_SECONDS) -> dict | None:
-        """The answer's JSON; None when the registry answers 404."""
+        """The answer's JSON, holding a schema; None when the registry answers 404."""
+        data = self._call(path, what, timeout)
+        if data is not None and not isinstance(data.get("schema"), str):
+            raise ExternalSystemError(f"schema registry {self.url} sent no schema for {what}")
+        return data
+
+    def _call(
+        self, path: str, what: str, timeout: float = TIMEOUT_SECONDS, body: dict | None = None
+    ) -> dict | None:
+        """The answer's JSON object to a GET (a POST of `body`); None when the registry
+        answers 404."""
         request = urllib.request.Request(
-            self.url + path, headers={"Accept": "application/vnd.schemaregistry.v1+json"}
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Accept": "application/vnd.schemaregistry.v1+json",
+                "Content-Type": "application/vnd.schemaregistry.v1+json",
+            },
         )
         if self.auth:
             request.add_header("Authorization", self.auth)
@@ -91,6 +116,6 @@ class SchemaRegistry:
             raise ExternalSystemError(
                 f"schema registry {self.url} sent invalid JSON for {what}"
             ) from None
-        if not isinstance(data, dict) or not isinstance(data.get("schema"), str):
+        if not isinstance(data, dict):
             raise ExternalSystemError(f"schema registry {self.url} sent no schema for {what}")
         return data

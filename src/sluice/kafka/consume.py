@@ -1,0 +1,76 @@
+"""Reading a topic for a person to look at: `sluice kafka consume`.
+
+`consume` yields a header line, then one tab-separated line per message — partition, offset, key, value,
+headers — with keys, values and headers in `encode.escaped` form (what `sluice kafka
+produce` reads back as the same bytes), `NULL` for a null key or value, and headers as
+`name=value` joined by `,`. It reads every partition from its end (or, asked, from its
+beginning), and stops at the end of all of them when asked to, else when `stop` is set.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+
+from sluice.errors import ExternalSystemError, UndefinedObject
+from sluice.kafka.client import KafkaReadError, TopicMissing, consumer, kafka_reason, watermarks
+from sluice.kafka.encode import escaped
+
+_POLL_SECONDS = 0.2
+
+
+def message_line(message) -> str:
+    """One message as a line: partition, offset, key, value, headers."""
+    headers = ",".join(
+        f"{escaped(name.encode())}={'NULL' if value is None else escaped(value)}"
+        for name, value in message.headers() or ()
+    )
+    key, value = message.key(), message.value()
+    return "\t".join((
+        str(message.partition()),
+        str(message.offset()),
+        "NULL" if key is None else escaped(key),
+        "NULL" if value is None else escaped(value),
+        headers,
+    ))
+
+
+def consume(
+    bootstrap: str,
+    topic: str,
+    *,
+    from_beginning: bool = False,
+    exit_at_end: bool = False,
+    stop: threading.Event | None = None,
+) -> Iterator[str]:
+    """The lines of `topic`'s messages as they come (see the module's docstring). The end
+    `exit_at_end` stops at is each partition's end when the call began."""
+    try:
+        marks = watermarks(bootstrap, topic, {})
+        ends = {p: high for p, (_, high) in marks.items()}
+        client = consumer(bootstrap, {"auto.offset.reset": "earliest"})
+    except TopicMissing:
+        raise UndefinedObject(f"topic '{topic}' does not exist on kafka at {bootstrap}") from None
+    except KafkaReadError as e:
+        raise ExternalSystemError(f"cannot read topic '{topic}' from kafka at {bootstrap}: {e}") from None
+    start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+    client.assign([TopicPartition(topic, p, start) for p in ends])
+    # Partitions with nothing (more) to read before their end.
+    done = {p for p, (low, high) in marks.items() if not from_beginning or low >= high}
+    yield "partition\toffset\tkey\tvalue\theaders"
+    try:
+        while not (stop is not None and stop.is_set()) and not (exit_at_end and len(done) == len(ends)):
+            for message in client.consume(num_messages=500, timeout=_POLL_SECONDS):
+                error = message.error()
+                if error is None:
+                    yield message_line(message)
+                    if message.offset() + 1 >= ends[message.partition()]:
+                        done.add(message.partition())
+                elif error.code() != KafkaError._PARTITION_EOF and not error.retriable():
+                    raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
+    except KafkaException as e:
+        raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
+    finally:
+        client.close()
