@@ -90,7 +90,7 @@ def sluice_count(session: sluice.Session, topic: str) -> int:
 
 def avro_reader(reader, kafka: EmbeddedKafka, topic: str, schema: dict):
     """`reader` (spark.read or spark.readStream) on sluice's reader, decoding Avro values."""
-    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
+    decode = {"value": decode_spec(AvroInline((), True, json.dumps(schema)))}
     return (
         reader.format(NAME)
         .option("bootstrap", kafka.bootstrap)
