@@ -20,25 +20,8 @@ import sluice
 from sluice.catalog.avro import avro_columns, schema_of
 from sluice.catalog.formats import FORMATS, AvroRegistry, Bytes, Json, Text
 from sluice.catalog.store import FILE_NAME, VERSION
-from sluice.catalog.types import (
-    BIGINT,
-    BOOLEAN,
-    BYTEA,
-    DATE,
-    DOUBLE,
-    INTEGER,
-    JSONB,
-    NUMERIC,
-    REAL,
-    TEXT,
-    TIME,
-    TIMESTAMP,
-    UUID,
-    Column,
-    SqlType,
-    list_of,
-    record,
-)
+from sluice.catalog import types as t
+from sluice.catalog.types import Column, SqlType, list_of, record
 from sluice.errors import CatalogCorrupt
 from sluice.kafka.decode import AvroDecoder, JsonDecoder
 from sluice.kafka.embedded import produce
@@ -50,17 +33,17 @@ UTC = datetime.timezone.utc
 # --- without Spark: encoders against the reader's decoders -------------------------------
 
 SCALARS = {
-    BOOLEAN: st.booleans(),
-    INTEGER: st.integers(-(2**31), 2**31 - 1),
-    BIGINT: st.integers(-(2**63), 2**63 - 1),
-    REAL: st.floats(width=32, allow_nan=False, allow_infinity=False),
-    DOUBLE: st.floats(allow_nan=False, allow_infinity=False),
-    BYTEA: st.binary(max_size=8),
-    TEXT: st.text(max_size=8),
-    DATE: st.dates(),
-    TIME: st.times(),
-    TIMESTAMP: st.datetimes(),
-    UUID: st.uuids().map(str),
+    t.BOOLEAN: st.booleans(),
+    t.INTEGER: st.integers(-(2**31), 2**31 - 1),
+    t.BIGINT: st.integers(-(2**63), 2**63 - 1),
+    t.REAL: st.floats(width=32, allow_nan=False, allow_infinity=False),
+    t.DOUBLE: st.floats(allow_nan=False, allow_infinity=False),
+    t.BYTEA: st.binary(max_size=8),
+    t.TEXT: st.text(max_size=8),
+    t.DATE: st.dates(),
+    t.TIME: st.times(),
+    t.TIMESTAMP: st.datetimes(),
+    t.UUID: st.uuids().map(str),
 }
 names = st.text("abcdefgh_", min_size=1, max_size=4).filter(lambda n: not n[0] == "_")
 
@@ -102,7 +85,7 @@ def as_decoded(sql_type: SqlType, value):
         return {f.name: as_decoded(f.type, v) for f, v in zip(sql_type.fields, value, strict=True)}
     if sql_type.name == "list":
         return [as_decoded(sql_type.element, v) for v in value]
-    if sql_type == TIMESTAMP:
+    if sql_type == t.TIMESTAMP:
         return value.replace(tzinfo=UTC)
     return value
 
@@ -121,11 +104,11 @@ def test_avro_rows_round_trip_through_the_readers_decoder(row) -> None:
     assert data.to_pylist() == [{c.name: as_decoded(c.type, v) for c, v in zip(columns, values, strict=True)}]
 
 
-JSON_SCALARS = {BOOLEAN, INTEGER, BIGINT, DOUBLE, TEXT}
+JSON_SCALARS = {t.BOOLEAN, t.INTEGER, t.BIGINT, t.DOUBLE, t.TEXT}
 
 
 @settings(max_examples=200, deadline=None)
-@given(columns_of(st.sampled_from(sorted(JSON_SCALARS, key=lambda t: t.name))).flatmap(
+@given(columns_of(st.sampled_from(sorted(JSON_SCALARS, key=lambda sql_type: sql_type.name))).flatmap(
     lambda cs: st.tuples(st.just(cs), st.tuples(*(values_of(c.type, c.nullable) for c in cs)))))
 def test_json_rows_round_trip_through_the_readers_decoder(row) -> None:
     columns, values = row
@@ -136,15 +119,9 @@ def test_json_rows_round_trip_through_the_readers_decoder(row) -> None:
 
 
 def test_json_writes_what_json_has_no_type_for_as_postgresql_text() -> None:
-    columns = (
-        Column("n", NUMERIC, False),
-        Column("b", BYTEA, False),
-        Column("at", TIMESTAMP, False),
-        Column("d", DOUBLE, False),
-        Column("doc", JSONB, False),
-        Column("r", record(Column("x", REAL, True), Column("t", TIME, True)), True),
-        Column("l", list_of(DATE), False),
-    )
+    types = {"n": t.NUMERIC, "b": t.BYTEA, "at": t.TIMESTAMP, "d": t.DOUBLE, "doc": t.JSONB,
+             "r": record(Column("x", t.REAL, True), Column("t", t.TIME, True)), "l": list_of(t.DATE)}
+    columns = tuple(Column(name, sql_type, name == "r") for name, sql_type in types.items())
     values = (
         Decimal("12.50"),
         b"\x00\xff",
@@ -162,9 +139,9 @@ def test_json_writes_what_json_has_no_type_for_as_postgresql_text() -> None:
 
 
 def test_text_and_bytes_write_one_column() -> None:
-    assert Text.for_sink((Column("n", INTEGER, True),), None, None).encode((42,)) == b"42"
-    assert Text((Column("t", TEXT, True),)).encode((None,)) is None
-    assert Bytes.for_sink((Column("b", BYTEA, False),), None, None).encode((bytearray(b"\x01"),)) == b"\x01"
+    assert Text.for_sink((Column("n", t.INTEGER, True),), None, None).encode((42,)) == b"42"
+    assert Text((Column("t", t.TEXT, True),)).encode((None,)) is None
+    assert Bytes.for_sink((Column("b", t.BYTEA, False),), None, None).encode((bytearray(b"\x01"),)) == b"\x01"
 
 
 def test_every_format_names_its_syntax_and_how_spark_gets_its_columns() -> None:
@@ -186,7 +163,7 @@ CREATE TABLE t (id bigint, name text, raw bytea);
     [
         ("KEY (id) FORMAT CSV WITH 3 COLUMNS ENVELOPE UPSERT", "0A000", "FORMAT CSV is not supported for sinks"),
         ("FORMAT AVRO USING SCHEMA '\"string\"' ENVELOPE DEBEZIUM", "0A000",
-         "FORMAT AVRO is not supported for sinks"),
+         "FORMAT AVRO USING SCHEMA is not supported for sinks"),
         ("FORMAT TEXT ENVELOPE DEBEZIUM", "0A000", "FORMAT TEXT requires a single column, found 3"),
         ("KEY (id) KEY FORMAT BYTES VALUE FORMAT JSON ENVELOPE UPSERT", "22023",
          'FORMAT BYTES requires a column of type bytea, found "id" bigint'),
@@ -207,7 +184,7 @@ def test_a_sinks_formats_describe_its_key_and_its_rows(tmp_path) -> None:
             CREATE SINK k FROM t INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (raw)
               KEY FORMAT BYTES VALUE FORMAT JSON ENVELOPE UPSERT""")
         desc = session.catalog.current.get("k").details
-    assert desc.key_format == Bytes((Column("raw", BYTEA, True),))
+    assert desc.key_format == Bytes((Column("raw", t.BYTEA, True),))
     assert desc.value_format == Json(session.catalog.current.get("t").columns)
 
 
@@ -262,14 +239,8 @@ def test_a_version_1_sink_no_format_could_write_is_refused_untouched(tmp_path) -
 
 # --- on Spark: what a sink's format writes, a source in that format reads ----------------
 
-ROW_COLUMNS = (
-    Column("id", BIGINT, False),
-    Column("name", TEXT, True),
-    Column("score", DOUBLE, True),
-    Column("ok", BOOLEAN, False),
-    Column("day", DATE, True),
-    Column("at", TIMESTAMP, True),
-)
+ROW_COLUMNS = tuple(Column(name, sql_type, name not in ("id", "ok")) for name, sql_type in [
+    ("id", t.BIGINT), ("name", t.TEXT), ("score", t.DOUBLE), ("ok", t.BOOLEAN), ("day", t.DATE), ("at", t.TIMESTAMP)])
 ROWS = [
     (1, "ünï", 2.5, True, datetime.date(2024, 2, 29), datetime.datetime(2024, 1, 2, 3, 4, 5, 6)),
     (2, None, None, False, None, None),
@@ -281,7 +252,7 @@ def test_what_an_encoder_writes_a_source_reads(spark, kafka) -> None:
     avro = AvroRegistry.for_sink(ROW_COLUMNS, None, "u2")
     written = {
         "text": (Text.for_sink(ROW_COLUMNS[1:2], None, None), [("ünï",), ("",)]),
-        "bytes": (Bytes.for_sink((Column("b", BYTEA, False),), None, None), [(b"\x00\xff",), (b"",)]),
+        "bytes": (Bytes.for_sink((Column("b", t.BYTEA, False),), None, None), [(b"\x00\xff",), (b"",)]),
         "json": (Json.for_sink(ROW_COLUMNS, None, None), ROWS),
         "avro": (AvroRegistry(ROW_COLUMNS, True, avro.schema, "u2", schema_id=1), ROWS),
     }

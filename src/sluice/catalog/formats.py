@@ -112,54 +112,58 @@ class Format:
         raise TypeError(f"{self.name} does not encode")
 
 
-def _single_column(fmt: str, columns: tuple[Column, ...], span: Span | None, sql_type: SqlType | None = None) -> Column:
-    if len(columns) != 1:
-        raise FeatureNotSupported(f"FORMAT {fmt} requires a single column, found {len(columns)}", span=span)
-    (column,) = columns
-    if sql_type is not None and column.type != sql_type:
-        raise InvalidParameterValue(
-            f'FORMAT {fmt} requires a column of type {sql_type.name}, found "{column.name}" {column.type.display()}',
-            span=span,
-        )
-    return column
+@dataclass(frozen=True)
+class _Whole(Format):
+    """A format whose one column is the whole payload, decoded by Spark natively."""
+
+    source_column: ClassVar[Column]
+    sink_type: ClassVar[SqlType | None]  # the type a sink's one column must have (None: any)
+
+    @classmethod
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> _Whole:
+        return cls((cls.source_column,))
+
+    @classmethod
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> _Whole:
+        if len(columns) != 1:
+            raise FeatureNotSupported(
+                f"FORMAT {cls.name.upper()} requires a single column, found {len(columns)}", span=span
+            )
+        (column,) = columns
+        if cls.sink_type not in (None, column.type):
+            raise InvalidParameterValue(
+                f"FORMAT {cls.name.upper()} requires a column of type {cls.sink_type.name}, "
+                f'found "{column.name}" {column.type.display()}',
+                span=span,
+            )
+        return cls(columns)
+
+    def encode(self, values: Sequence) -> bytes | None:
+        """The value itself: its PostgreSQL text in UTF-8 (TEXT), its bytes (BYTES)."""
+        (value,) = values
+        if value is None:
+            return None
+        return pg_text(value).encode("utf-8") if self.native == "utf8" else bytes(value)
 
 
 @dataclass(frozen=True)
-class Text(Format):
+class Text(_Whole):
+    """A sink writes the text of any one column."""
+
     name = "text"
     syntax = "TextFormat"
     native = "utf8"
-
-    @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Text:
-        return cls((Column("text", TEXT, False),))
-
-    @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Text:
-        return cls((_single_column("TEXT", columns, span),))
-
-    def encode(self, values: Sequence) -> bytes | None:
-        (value,) = values
-        return None if value is None else pg_text(value).encode("utf-8")
+    source_column = Column("text", TEXT, False)
+    sink_type = None
 
 
 @dataclass(frozen=True)
-class Bytes(Format):
+class Bytes(_Whole):
     name = "bytes"
     syntax = "BytesFormat"
     native = "bytes"
-
-    @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Bytes:
-        return cls((Column("data", BYTEA, False),))
-
-    @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Bytes:
-        return cls((_single_column("BYTES", columns, span, BYTEA),))
-
-    def encode(self, values: Sequence) -> bytes | None:
-        (value,) = values
-        return None if value is None else bytes(value)
+    source_column = Column("data", BYTEA, False)
+    sink_type = BYTEA
 
 
 def _shaped(sql_type: SqlType, value: Any, scalar: Callable[[SqlType, Any], Any]) -> Any:
@@ -279,9 +283,6 @@ class _Avro(Format):
     def debezium_columns(self, span: Span | None) -> tuple[Column, ...]:
         return debezium_columns(self.schema, span)
 
-    def datum(self, values: Sequence) -> dict:
-        return _shaped_row(self.columns, values, _avro_scalar)
-
 
 def _avro_scalar(sql_type: SqlType, value: Any) -> Any:
     if sql_type.name not in AVRO_TYPE_OF:
@@ -301,6 +302,14 @@ class AvroInline(_Avro):
         columns, named = avro_columns(text.value, text.span)
         wire = node.schema.confluent_wire_format
         return cls(columns, named, text.value, True if wire is None else wire)
+
+    @classmethod
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> AvroInline:
+        raise FeatureNotSupported(
+            "FORMAT AVRO USING SCHEMA is not supported for sinks",
+            span=span,
+            hint="a sink writes Avro with the schema of its columns: AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION",
+        )
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> AvroDecoder:
         from sluice.kafka.decode import AvroDecoder
@@ -344,7 +353,8 @@ class AvroRegistry(_Avro):
         """The row in the Confluent wire format under the schema's registry id."""
         if self.schema_id is None:
             raise ValueError("the schema has no registry id yet")
-        body = avro_datum(fastavro.parse_schema(json.loads(self.schema)), self.datum(values))
+        datum = _shaped_row(self.columns, values, _avro_scalar)
+        body = avro_datum(fastavro.parse_schema(json.loads(self.schema)), datum)
         return confluent_frame(self.schema_id, body)
 
 
