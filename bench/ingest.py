@@ -29,9 +29,10 @@ from pathlib import Path
 import fastavro
 
 import sluice
+from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.kafka.reader import NAME
+from sluice.kafka.reader import NAME, decode_spec
 from sluice.render.ingest import TRIGGER
 from sluice.render.spark import spark
 from sluice.render.store import Store

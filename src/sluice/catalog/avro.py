@@ -25,7 +25,6 @@ from sluice.catalog.types import (
     DATE,
     DOUBLE,
     INTEGER,
-    JSONB,
     NUMERIC,
     REAL,
     TEXT,

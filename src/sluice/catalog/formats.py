@@ -22,8 +22,6 @@ holds) and hands that in.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import typing
