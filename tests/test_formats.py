@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import shutil
+import typing
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,13 +19,14 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.catalog.avro import avro_columns, schema_of
-from sluice.catalog.formats import FORMATS, AvroRegistry, Bytes, Json, Text
+from sluice.catalog.formats import FORMATS, AvroRegistry, Bytes, Json, Text, format_of
 from sluice.catalog.store import FILE_NAME, VERSION
 from sluice.catalog import types as t
 from sluice.catalog.types import Column, SqlType, list_of, record
 from sluice.errors import CatalogCorrupt
 from sluice.kafka.decode import AvroDecoder, JsonDecoder
 from sluice.kafka.embedded import produce
+from sluice.syntax import ast
 from tests.registry import Registry
 
 CATALOGS = Path(__file__).parent / "catalogs"
@@ -144,10 +146,13 @@ def test_text_and_bytes_write_one_column() -> None:
     assert Bytes.for_sink((Column("b", t.BYTEA, False),), None, None).encode((bytearray(b"\x01"),)) == b"\x01"
 
 
-def test_every_format_names_its_syntax_and_how_spark_gets_its_columns() -> None:
-    assert len({(cls.syntax, getattr(cls, "schema_node", None)) for cls in FORMATS}) == len(FORMATS)
-    for cls in FORMATS:
-        assert cls.native in (None, "utf8", "bytes")
+def test_every_format_of_the_grammar_is_one_registry_class() -> None:
+    written = ["TEXT", "BYTES", "JSON", "CSV WITH 2 COLUMNS", "AVRO USING SCHEMA '\"int\"'",
+               "AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr"]
+    nodes = [sluice.parse_one(f"CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT {f}").format.format
+             for f in written]
+    assert {type(node).__name__ for node in nodes} == {cls.__name__ for cls in typing.get_args(ast.Format)}
+    assert [format_of(node) for node in nodes] == list(FORMATS)
 
 
 # --- sinks' formats against their columns -----------------------------------------------
