@@ -92,7 +92,7 @@ def as_decoded(sql_type: SqlType, value):
     return value
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows())
 def test_avro_rows_round_trip_through_the_readers_decoder(row) -> None:
     columns, values = row
@@ -109,7 +109,7 @@ def test_avro_rows_round_trip_through_the_readers_decoder(row) -> None:
 JSON_SCALARS = {t.BOOLEAN, t.INTEGER, t.BIGINT, t.DOUBLE, t.TEXT}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(columns_of(st.sampled_from(sorted(JSON_SCALARS, key=lambda sql_type: sql_type.name))).flatmap(
     lambda cs: st.tuples(st.just(cs), st.tuples(*(values_of(c.type, c.nullable) for c in cs)))))
 def test_json_rows_round_trip_through_the_readers_decoder(row) -> None:
