@@ -8,7 +8,8 @@ validated with fastavro and its complaints become `InvalidSchema` errors.
 
 Encoding: `schema_of` gives a record with one field per column, a nullable column as
 `["null", T]`; types Avro has no better form for (numeric, whose scale a column does not
-fix, jsonb, interval, …) are strings in PostgreSQL's text, as `avro_datum` writes them.
+fix, jsonb, interval, …) are strings in PostgreSQL's text, as the Avro encoders of
+`formats.py` write them.
 """
 
 from __future__ import annotations
