@@ -29,9 +29,10 @@ from pathlib import Path
 import fastavro
 
 import sluice
+from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.kafka.reader import NAME
+from sluice.kafka.reader import NAME, decode_spec
 from sluice.render.ingest import TRIGGER
 from sluice.render.spark import spark
 from sluice.render.store import Store
@@ -90,7 +91,7 @@ def sluice_count(session: sluice.Session, topic: str) -> int:
 
 def avro_reader(reader, kafka: EmbeddedKafka, topic: str, schema: dict):
     """`reader` (spark.read or spark.readStream) on sluice's reader, decoding Avro values."""
-    decode = {"value": {"kind": "avro", "schema": json.dumps(schema), "wire": True}}
+    decode = {"value": decode_spec(AvroInline((), True, json.dumps(schema)))}
     return (
         reader.format(NAME)
         .option("bootstrap", kafka.bootstrap)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from sluice.catalog.formats import AvroInline, Csv, Json
 from sluice.kafka.decode import (
     JSON_MAX_BYTES,
     AvroDecoder,
@@ -22,7 +23,8 @@ from sluice.kafka.decode import (
     describe_bytes,
 )
 from sluice.kafka.embedded import produce
-from sluice.kafka.reader import Options, read_range
+from sluice.kafka.reader import Options, decode_spec, read_range
+from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
 from tests import poison
 from tests.registry import Registry
 
@@ -230,9 +232,10 @@ def broker():
 
 
 DECODE_SPECS = {
-    "json": {"kind": "json"},
-    "csv": {"kind": "csv", "columns": 2, "delimiter": ","},
-    "avro": {"kind": "avro", "schema": json.dumps(poison.AVRO_SCHEMA), "wire": False},
+    "json": decode_spec(Json.for_source(JsonFormat(), None, None)),
+    "csv": decode_spec(Csv.for_source(CsvFormat(column_count=2), None, None)),
+    "avro": decode_spec(AvroInline.for_source(
+        AvroFormat(InlineSchema(StringLiteral(json.dumps(poison.AVRO_SCHEMA)), False)), None, None)),
 }
 any_payload = st.one_of(json_payloads, csv_payloads, avro_bodies)
 topics = iter(range(10**6))

@@ -35,6 +35,10 @@ FLOORS = {
     "cli": 7,
     "__main__": 8,  # `python -m sluice`
 }
+# Modules below their package's floor: the message codecs (bytes ↔ values, and the retry
+# policy a registry look-up follows), which import nothing of sluice but each other, so the
+# format registry (`catalog/formats.py`) can own its decoder and encoder.
+MODULE_FLOORS = {"kafka.decode": 0, "kafka.encode": 0, "kafka.retry": 0}
 # What cli may import besides itself: the session, the public API and its helpers, and
 # the Kafka tools behind `sluice kafka …` and the REPL's `\produce` (a broker, topics,
 # message bytes, a consumer, the schema registry: none of them plans or renders).
@@ -142,11 +146,15 @@ def _imports(under: Path = SRC) -> list[tuple[str, str]]:
     return [(_module(p), imported) for p in sorted(under.rglob("*.py")) for imported in sluice_imports(p)]
 
 
+def _floor(module: str) -> int:
+    return MODULE_FLOORS.get(".".join(module.split(".")[1:3]), FLOORS[_part(module)])
+
+
 def test_imports_run_down_the_stages() -> None:
     climbs = [
         f"{module} imports {imported}"
         for module, imported in _imports()
-        if _part(imported) != _part(module) and FLOORS[_part(imported)] >= FLOORS[_part(module)]
+        if _part(imported) != _part(module) and _floor(imported) >= _floor(module)
     ]
     assert not climbs, climbs
 

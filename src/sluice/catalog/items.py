@@ -2,13 +2,15 @@
 
 An item is what a CREATE made: a stable id, its name and kind, its canonical CREATE text,
 its columns, its timeline, the ids it depends on, and a kind-specific description. All of
-it is plain data that `codec` stores and restores exactly.
+it is plain data that `codec` stores and restores exactly. Sources and sinks describe
+their formats with the format registry's classes (`formats`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sluice.catalog.formats import FormatDesc
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
 
@@ -69,21 +71,6 @@ class ConnectionDesc:
 
 
 @dataclass(frozen=True)
-class FormatDesc:
-    """How one side (key or value) of a Kafka message decodes, and the columns it yields."""
-
-    kind: str  # text | bytes | json | csv | avro
-    columns: tuple[Column, ...]
-    named: bool = False  # columns named by the data (CSV header, Avro record fields)
-    csv_column_count: int | None = None
-    csv_delimiter: str | None = None
-    avro_schema: str | None = None  # the reader schema, JSON text
-    avro_schema_id: int | None = None  # its id in the registry, when it came from one
-    confluent_wire_format: bool = True
-    registry_connection: str | None = None  # item id
-
-
-@dataclass(frozen=True)
 class SourceDesc:
     connection: str  # item id of the Kafka connection
     topic: str
@@ -131,11 +118,10 @@ class SinkDesc:
     source: str  # item id of the relation sunk
     connection: str
     topic: str
-    value_format: str
+    value_format: FormatDesc  # of the relation's columns
     envelope: str  # upsert | debezium
     key: tuple[str, ...] = ()
-    key_format: str | None = None
-    registry_connection: str | None = None
+    key_format: FormatDesc | None = None  # of the KEY columns
 
 
 @dataclass(frozen=True)

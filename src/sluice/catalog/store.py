@@ -18,15 +18,19 @@ from typing import TYPE_CHECKING
 from sluice.catalog import items as kinds
 from sluice.catalog.codec import decode, encode
 from sluice.catalog.files import replace_file
+from sluice.catalog.formats import from_version_1, sink_format_from_version_1
 from sluice.catalog.items import Item
-from sluice.errors import CatalogCorrupt
+from sluice.catalog.types import Column
+from sluice.errors import CatalogCorrupt, SqlError
 
 if TYPE_CHECKING:
     from sluice.catalog.secrets import SecretStore
 
 FILE_NAME = "catalog.json"
 FORMAT = "sluice-catalog"
-VERSION = 1
+# 2: formats are the format registry's tagged classes (1: one flat FormatDesc with a
+# `kind`, and a sink's formats as SQL text).
+VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,15 @@ class DurableCatalog:
                 hint="use a newer sluice with this data directory",
             )
         try:
+            if version < 2:
+                data = _from_version_1(data)
             return Catalog.from_json(data, self.secrets)
+        except SqlError as e:
+            raise CatalogCorrupt(
+                f"catalog {str(self.path)!r} was written by an earlier sluice and cannot be read "
+                f"with the same meaning: {e.message}",
+                hint="the file was left untouched; open it with the sluice that wrote it",
+            ) from None
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
@@ -156,3 +168,29 @@ class DurableCatalog:
         text = json.dumps(catalog.to_json(), indent=1, sort_keys=True)
         replace_file(self.path, text.encode("utf-8"))
         self.current = catalog
+
+
+def _from_version_1(data: dict) -> dict:
+    """A version-1 catalog as version 2 stores the same items: its formats in the format
+    registry's form. A sink's, stored as SQL text, are made again for its relation's
+    columns (a bare FORMAT encoding the KEY columns too); a SqlError when that format could
+    not be a sink's."""
+    items = data["items"]
+    columns = {item["id"]: item.get("columns", []) for item in items}
+    upgraded = []
+    for item in items:
+        details = item.get("details")
+        if isinstance(details, dict) and details.get("@") == "SourceDesc":
+            details = {**details, "value_format": from_version_1(details["value_format"])}
+            if details.get("key_format") is not None:
+                details["key_format"] = from_version_1(details["key_format"])
+        elif isinstance(details, dict) and details.get("@") == "SinkDesc":
+            rows = {c.name: c for c in map(Column.from_json, columns[details["source"]])}
+            key = tuple(rows[name] for name in details.get("key", ()))
+            registry = details.get("registry_connection")
+            value_sql, key_sql = details["value_format"], details.get("key_format") or details["value_format"]
+            details = {k: v for k, v in details.items() if k != "registry_connection"}
+            details["value_format"] = encode(sink_format_from_version_1(value_sql, tuple(rows.values()), registry))
+            details["key_format"] = encode(sink_format_from_version_1(key_sql, key, registry)) if key else None
+        upgraded.append({**item, "details": details})
+    return {**data, "items": upgraded}

@@ -1,13 +1,17 @@
 """Column types as Materialize names them, and column descriptions.
 
 Plain, serialisable data: `SqlType.to_json()` / `SqlType.from_json()` round-trip, so the
-durable catalog stores columns exactly.
+durable catalog stores columns exactly. `unique_columns` is the one check that column
+names are unique, shared by every place columns are made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from sluice.errors import DuplicateColumn, Span
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,17 @@ class Column:
     def from_json(data: Any) -> Column:
         name, type_, nullable = data
         return Column(name, SqlType.from_json(type_), bool(nullable))
+
+
+def unique_columns(columns: Iterable[tuple[Column, Span | None]]) -> tuple[Column, ...]:
+    seen: set[str] = set()
+    out: list[Column] = []
+    for column, span in columns:
+        if column.name in seen:
+            raise DuplicateColumn(f'column "{column.name}" specified more than once', span=span)
+        seen.add(column.name)
+        out.append(column)
+    return tuple(out)
 
 
 def record(*fields: Column) -> SqlType:

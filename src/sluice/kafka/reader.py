@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from sluice.catalog import codec
+from sluice.catalog.formats import FormatDesc
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
 from sluice.kafka import client
 from sluice.kafka.client import KafkaReadError, TopicWatermarks
-from sluice.kafka.decode import AvroDecoder, CsvDecoder, JsonDecoder
 from sluice.kafka.retry import RetryPolicy
 from pyspark.sql.datasource import (
     DataSource,
@@ -152,16 +153,21 @@ class Options:
         return client.consumer(self.bootstrap, self.config, self.retry)
 
 
+def decode_spec(fmt: FormatDesc, registry_url: str | None = None) -> dict:
+    """The spec of a side in `fmt`, to pass in the `decode` option: the format's catalog
+    description and the URL of the schema registry it reads schemas from. A registry's
+    login travels apart (`decode_secret`), merged in as "login": [username, password]."""
+    spec = {"format": codec.encode(fmt)}
+    if registry_url is not None:
+        spec["registry"] = registry_url
+    return spec
+
+
 def decoder(spec: dict, retry: RetryPolicy = DEFAULT_RETRY):
-    """A decoder from its spec: {"kind": "json"}, {"kind": "csv", "columns": n,
-    "delimiter": c}, or {"kind": "avro", "schema": json, "wire": bool, "registry": url,
-    "login": [username, password]} (whose registry look-ups wait out faults by `retry`)."""
-    if spec["kind"] == "json":
-        return JsonDecoder()
-    if spec["kind"] == "csv":
-        return CsvDecoder(spec["columns"], spec.get("delimiter", ","))
+    """The decoder of a spec (a registry's look-ups wait out faults by `retry`)."""
+    fmt = codec.decode(FormatDesc, spec["format"])
     login = tuple(spec["login"]) if "login" in spec else None
-    return AvroDecoder(spec["schema"], spec.get("wire", True), spec.get("registry"), login, retry)
+    return fmt.decoder(spec.get("registry"), login, retry)
 
 
 class Range(InputPartition):

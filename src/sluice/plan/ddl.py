@@ -6,7 +6,7 @@ from sluice.catalog import items as kinds
 from sluice.catalog.items import Item, SinkDesc, TableDesc, ViewDesc
 from sluice.catalog.store import Catalog
 from sluice.catalog.timeline import EPOCH_MS
-from sluice.catalog.types import Column, SqlType
+from sluice.catalog.types import Column, SqlType, unique_columns
 from sluice.errors import (
     DependentObjectsStillExist,
     InvalidParameterValue,
@@ -14,11 +14,11 @@ from sluice.errors import (
     UndefinedObject,
     WrongObjectType,
 )
+from sluice.plan.formats import sink_format
 from sluice.plan.names import ensure_free, item_name, resolve, unknown_item
 from sluice.plan.plans import DropPlan, NoticePlan
 from sluice.plan.queries import plan_query
 from sluice.plan.timelines import single_timeline
-from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
 
 
@@ -163,26 +163,22 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
         )
     single_timeline(catalog, [relation.id], statement.span)
     spec = statement.format
-    key_format, value_format = (
-        (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (None, spec.format)
-    )
-    registries = [
-        resolve(catalog, f.schema.connection, kinds.CONNECTION)
-        for f in (key_format, value_format)
-        if isinstance(f, ast.AvroFormat) and isinstance(f.schema, ast.CsrSchema)
-    ]
+    key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
+    value_format = sink_format(value_ast, relation.columns, catalog)
+    key_columns = tuple(relation.column(i.value) for i in statement.key)
+    key_format = sink_format(key_ast, key_columns, catalog) if key_columns else None
     desc = SinkDesc(
         source=relation.id,
         connection=connection.id,
         topic=topic.value.value,
-        value_format=value_format.to_sql(),
+        value_format=value_format,
         envelope=envelope,
         key=tuple(i.value for i in statement.key),
-        key_format=None if key_format is None else key_format.to_sql(),
-        registry_connection=registries[0].id if registries else None,
+        key_format=key_format,
     )
     (item_id,) = catalog.allocate_ids(1)
-    depends = (relation.id, connection.id, *(r.id for r in registries))
+    registries = (f.registry for f in (key_format, value_format) if f is not None and f.registry)
+    depends = (relation.id, connection.id, *registries)
     return Item(
         item_id,
         name,

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sluice.catalog.formats import RegistrySchema, format_of
 from sluice.errors import Span
 from sluice.plan.names import item_name
 from sluice.syntax import ast
-
-
-@dataclass(frozen=True)
-class RegistrySchema:
-    id: int
-    schema: str  # Avro schema, JSON text
 
 
 @dataclass(frozen=True)
@@ -46,8 +41,5 @@ def registry_subjects(statement: ast.Statement) -> list[tuple[str, str, Span | N
         if isinstance(spec, ast.KeyValueFormat)
         else [("value", spec.format)]
     )
-    return [
-        (item_name(f.schema.connection), f"{topic}-{side}", f.span)
-        for side, f in sides
-        if isinstance(f, ast.AvroFormat) and isinstance(f.schema, ast.CsrSchema)
-    ]
+    connections = [(side, f, format_of(f).registry_of(f)) for side, f in sides]
+    return [(item_name(c), f"{topic}-{side}", f.span) for side, f, c in connections if c is not None]

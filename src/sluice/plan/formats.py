@@ -1,275 +1,47 @@
-"""Formats → the columns they decode to (DESIGN §3), Avro schemas included.
-
-Avro: a top-level record is flattened into one column per field; `["null", T]` is a
-nullable T; a union of several non-null types at the top level becomes one nullable
-column per branch (`f1`, `f2`, …); nested records are record columns. Schema text is
-validated with fastavro and its complaints become `InvalidSchema` errors.
+"""A format's AST node → its description from the format registry (`catalog/formats.py`),
+with what the node names resolved in the catalog: a schema registry connection, and the
+schema it holds for a source's subject (fetched before planning, in `Facts`).
 """
 
 from __future__ import annotations
 
-import json
-
-import fastavro
-from fastavro.schema import SchemaParseException
-
 from sluice.catalog import items as kinds
-from sluice.catalog.items import FormatDesc
+from sluice.catalog.formats import Format, format_of
+from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.catalog.types import (
-    BIGINT,
-    BOOLEAN,
-    BYTEA,
-    DATE,
-    DOUBLE,
-    INTEGER,
-    JSONB,
-    NUMERIC,
-    REAL,
-    TEXT,
-    TIME,
-    TIMESTAMP,
-    UUID,
-    Column,
-    SqlType,
-    list_of,
-    record,
-)
-from sluice.errors import FeatureNotSupported, InvalidParameterValue, InvalidSchema, Span
+from sluice.catalog.types import Column
+from sluice.errors import InvalidParameterValue, InvalidSchema
 from sluice.plan.facts import Facts
 from sluice.plan.names import item_name, resolve
-from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
 
 
-def describe_format(
-    fmt: ast.Node, side: str, topic: str, catalog: Catalog, facts: Facts
-) -> FormatDesc:
+def source_format(fmt: ast.Format, side: str, topic: str, catalog: Catalog, facts: Facts) -> Format:
     """The decoding of one side ("key" or "value") of the messages of `topic`."""
-    if isinstance(fmt, ast.TextFormat):
-        return FormatDesc("text", (Column("text", TEXT, False),))
-    if isinstance(fmt, ast.BytesFormat):
-        return FormatDesc("bytes", (Column("data", BYTEA, False),))
-    if isinstance(fmt, ast.JsonFormat):
-        if fmt.array:
-            raise FeatureNotSupported("JSON ARRAY format in sources not yet supported", span=fmt.span)
-        return FormatDesc("json", (Column("data", JSONB, False),))
-    if isinstance(fmt, ast.CsvFormat):
-        return _csv(fmt)
-    if isinstance(fmt, ast.AvroFormat):
-        return _avro(fmt, side, topic, catalog, facts)
-    raise AssertionError(f"unknown format {fmt!r}")
+    cls = format_of(fmt)
+    connection = cls.registry_of(fmt)
+    if connection is None:
+        return cls.for_source(fmt, None, None)
+    registry = _registry(connection, catalog)
+    subject = f"{topic}-{side}"
+    fetched = facts.schemas.get((item_name(connection), subject))
+    if fetched is None:
+        raise InvalidSchema(f"no schema for subject '{subject}' in schema registry {registry.name}", span=fmt.span)
+    return cls.for_source(fmt, registry.id, fetched)
 
 
-def _csv(fmt: ast.CsvFormat) -> FormatDesc:
-    delimiter = "," if fmt.delimiter is None else fmt.delimiter.value
-    if len(delimiter) != 1:
-        raise InvalidParameterValue(
-            "CSV delimiter must be a single character", span=fmt.delimiter.span
-        )
-    if fmt.header is not None:
-        names = [(i.value, i.span) for i in fmt.header]
-    else:
-        if fmt.column_count < 1:
-            raise InvalidParameterValue("CSV must have at least one column", span=fmt.span)
-        names = [(f"column{i}", fmt.span) for i in range(1, fmt.column_count + 1)]
-    columns = unique_columns([(Column(n, TEXT, False), s) for n, s in names])
-    return FormatDesc(
-        "csv",
-        columns,
-        named=fmt.header is not None,
-        csv_column_count=len(columns),
-        csv_delimiter=delimiter,
-    )
+def sink_format(fmt: ast.Format, columns: tuple[Column, ...], catalog: Catalog) -> Format:
+    """The encoding of a sink's `columns`."""
+    cls = format_of(fmt)
+    connection = cls.registry_of(fmt)
+    registry = None if connection is None else _registry(connection, catalog).id
+    return cls.for_sink(columns, fmt.span, registry)
 
 
-def _avro(fmt: ast.AvroFormat, side: str, topic: str, catalog: Catalog, facts: Facts) -> FormatDesc:
-    schema = fmt.schema
-    if isinstance(schema, ast.InlineSchema):
-        columns, named = avro_columns(schema.schema.value, schema.schema.span)
-        wire = True if schema.confluent_wire_format is None else schema.confluent_wire_format
-        return FormatDesc(
-            "avro",
-            columns,
-            named=named,
-            avro_schema=schema.schema.value,
-            confluent_wire_format=wire,
-        )
-    registry = resolve(catalog, schema.connection, kinds.CONNECTION)
+def _registry(connection: ast.ObjectName, catalog: Catalog) -> Item:
+    registry = resolve(catalog, connection, kinds.CONNECTION)
     if registry.details.connection_type != kinds.SCHEMA_REGISTRY:
         raise InvalidParameterValue(
-            f"{registry.name} is not a schema registry connection", span=schema.connection.span
+            f"{registry.name} is not a schema registry connection", span=connection.span
         )
-    subject = f"{topic}-{side}"
-    fetched = facts.schemas.get((item_name(schema.connection), subject))
-    if fetched is None:
-        raise InvalidSchema(
-            f"no schema for subject '{subject}' in schema registry {registry.name}",
-            span=fmt.span,
-        )
-    columns, named = avro_columns(fetched.schema, fmt.span)
-    return FormatDesc(
-        "avro",
-        columns,
-        named=named,
-        avro_schema=fetched.schema,
-        avro_schema_id=fetched.id,
-        registry_connection=registry.id,
-    )
-
-
-def parse_avro_schema(text: str, span: Span | None) -> object:
-    try:
-        schema = json.loads(text)
-        fastavro.parse_schema(schema)
-    except (ValueError, SchemaParseException, TypeError, KeyError, AttributeError) as e:
-        raise InvalidSchema(f"invalid Avro schema: {e}", span=span) from None
-    return schema
-
-
-def avro_columns(text: str, span: Span | None) -> tuple[tuple[Column, ...], bool]:
-    """The columns of an Avro schema, and whether they are named by a record's fields."""
-    schema = parse_avro_schema(text, span)
-    mapper = _TypeMapper(span)
-    top = mapper.resolve(schema)
-    return mapper.columns(schema), isinstance(top, dict) and top.get("type") == "record"
-
-
-def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
-    """The columns of a Debezium envelope: the fields of its `after` record."""
-    schema = parse_avro_schema(text, span)
-    mapper = _TypeMapper(span)
-    top = mapper.resolve(schema)
-    fields = top.get("fields", []) if isinstance(top, dict) and top.get("type") == "record" else []
-    if not any(f["name"] == "after" for f in fields):
-        raise InvalidSchema(
-            'ENVELOPE DEBEZIUM requires a value schema with an "after" field', span=span
-        )
-    # Every field in order, so that named types defined in `before` resolve in `after`.
-    types = {f["name"]: mapper.field_type(f["type"], f["name"])[0] for f in fields}
-    sql_type = types["after"]
-    if sql_type.name != "record":
-        raise InvalidSchema('the "after" field of a Debezium schema must be a record', span=span)
-    return tuple(c.as_nullable() for c in sql_type.fields)
-
-
-_PRIMITIVE_TYPES = {
-    "boolean": BOOLEAN,
-    "int": INTEGER,
-    "long": BIGINT,
-    "float": REAL,
-    "double": DOUBLE,
-    "bytes": BYTEA,
-    "string": TEXT,
-}
-_LOGICAL_TYPES = {
-    "date": DATE,
-    "time-millis": TIME,
-    "time-micros": TIME,
-    "timestamp-millis": TIMESTAMP,
-    "timestamp-micros": TIMESTAMP,
-    "local-timestamp-millis": TIMESTAMP,
-    "local-timestamp-micros": TIMESTAMP,
-    "decimal": NUMERIC,
-    "uuid": UUID,
-}
-
-
-class _TypeMapper:
-    """Avro schema JSON → SQL types, resolving named types in their namespaces."""
-
-    def __init__(self, span: Span | None) -> None:
-        self.span = span
-        self.named: dict[str, dict] = {}
-        self.expanding: set[str] = set()
-
-    def columns(self, schema: object) -> tuple[Column, ...]:
-        top = self.resolve(schema)
-        if not (isinstance(top, dict) and top.get("type") == "record"):
-            sql_type, nullable = self.field_type(schema, "value")
-            return (Column("value", sql_type, nullable),)
-        out: list[Column] = []
-        for f in top.get("fields", []):
-            branches = self._non_null_branches(f["type"])
-            if len(branches) > 1:
-                for i, branch in enumerate(branches, start=1):
-                    sql_type, _ = self.field_type(branch, f["name"])
-                    out.append(Column(f"{f['name']}{i}", sql_type, True))
-            else:
-                sql_type, nullable = self.field_type(f["type"], f["name"])
-                out.append(Column(f["name"], sql_type, nullable))
-        return unique_columns([(c, self.span) for c in out])
-
-    def _non_null_branches(self, avro_type: object) -> list:
-        if isinstance(avro_type, list):
-            return [b for b in avro_type if b != "null"]
-        return [avro_type]
-
-    def resolve(self, avro_type: object, namespace: str = "") -> object:
-        """Named references replaced by their definitions (recording new definitions)."""
-        if isinstance(avro_type, str):
-            if avro_type in _PRIMITIVE_TYPES or avro_type == "null":
-                return avro_type
-            full = avro_type if "." in avro_type or not namespace else f"{namespace}.{avro_type}"
-            return self.named.get(full) or self.named.get(avro_type) or avro_type
-        if isinstance(avro_type, dict) and avro_type.get("type") in ("record", "enum", "fixed"):
-            name = avro_type["name"]
-            ns = avro_type.get("namespace", namespace)
-            full = name if "." in name or not ns else f"{ns}.{name}"
-            self.named[full] = avro_type
-            self.named.setdefault(name, avro_type)
-        return avro_type
-
-    def field_type(self, avro_type: object, field: str, namespace: str = "") -> tuple[SqlType, bool]:
-        """The SQL type of an Avro type and whether it is nullable."""
-        if isinstance(avro_type, list):
-            branches = self._non_null_branches(avro_type)
-            if len(branches) != 1:
-                raise FeatureNotSupported(
-                    f'Avro union in "{field}" with more than one non-null type is only '
-                    "supported for top-level fields",
-                    span=self.span,
-                )
-            sql_type, _ = self.field_type(branches[0], field, namespace)
-            return sql_type, "null" in avro_type
-        resolved = self.resolve(avro_type, namespace)
-        if isinstance(resolved, str):
-            if resolved in _PRIMITIVE_TYPES:
-                return _PRIMITIVE_TYPES[resolved], False
-            raise InvalidSchema(f'unknown Avro type "{resolved}" in "{field}"', span=self.span)
-        logical = _LOGICAL_TYPES.get(resolved.get("logicalType"))
-        precision = resolved.get("precision")
-        if logical is NUMERIC and not (isinstance(precision, int) and precision > 0):
-            # fastavro checks a decimal's scale but not its precision; no column holds none.
-            raise InvalidSchema(
-                f"invalid Avro schema: decimal precision must be a positive integer, not {precision}", span=self.span
-            )
-        if logical is not None:
-            return logical, False
-        kind = resolved.get("type")
-        if kind == "record":
-            return self._record(resolved, namespace), False
-        if kind == "enum":
-            return TEXT, False
-        if kind == "fixed":
-            return BYTEA, False
-        if kind == "array":
-            element, _ = self.field_type(resolved["items"], field, namespace)
-            return list_of(element), False
-        if kind == "map":
-            value, _ = self.field_type(resolved["values"], field, namespace)
-            return SqlType("map", element=value), False
-        return self.field_type(kind, field, namespace)
-
-    def _record(self, schema: dict, namespace: str) -> SqlType:
-        name = schema["name"]
-        if name in self.expanding:
-            raise FeatureNotSupported(f'recursive Avro type "{name}" is not supported', span=self.span)
-        self.expanding.add(name)
-        ns = schema.get("namespace", namespace)
-        fields = []
-        for f in schema.get("fields", []):
-            sql_type, nullable = self.field_type(f["type"], f["name"], ns)
-            fields.append(Column(f["name"], sql_type, nullable))
-        self.expanding.discard(name)
-        return record(*fields)
+    return registry

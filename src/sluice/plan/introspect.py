@@ -148,8 +148,8 @@ class ExplainWriter:
         if desc.start_timestamp is not None:
             self.line(depth, f"start timestamp: {desc.start_timestamp}")
         if desc.key_format is not None:
-            self.line(depth, f"key format: {desc.key_format.kind}")
-        self.line(depth, f"value format: {desc.value_format.kind}")
+            self.line(depth, f"key format: {desc.key_format.name}")
+        self.line(depth, f"value format: {desc.value_format.name}")
         self.line(depth, f"envelope: {desc.envelope}")
         policy = []
         if desc.inline_error_column is not None:

@@ -14,11 +14,11 @@ from sluice.catalog.items import (
     DEFAULT_RETRY_DELAY_MAX_MS,
     DEFAULT_RETRY_TIMEOUT_MS,
     DeadLetterDesc,
-    FormatDesc,
     Item,
     SourceDesc,
 )
 from sluice.catalog.store import Catalog
+from sluice.catalog.formats import Format, format_of
 from sluice.catalog.timeline import EPOCH_MS, EXTERNAL, USER, Timeline
 from sluice.catalog.types import (
     BIGINT,
@@ -30,12 +30,12 @@ from sluice.catalog.types import (
     Column,
     list_of,
     record,
+    unique_columns,
 )
 from sluice.errors import InvalidParameterValue, Span
 from sluice.plan.facts import Facts
-from sluice.plan.formats import debezium_columns, describe_format
+from sluice.plan.formats import source_format
 from sluice.plan.names import ensure_free, item_name, resolve
-from sluice.plan.unique import unique_columns
 from sluice.syntax import ast
 
 ERROR_COLUMN_TYPE = record(Column("description", TEXT, False))
@@ -114,8 +114,8 @@ def plan_create_source(
     include_key = next((i for i in statement.include if i.kind == "KEY"), None)
     _check_envelope(statement, envelope, key_ast, value_ast, include_key)
 
-    key_format = None if key_ast is None else describe_format(key_ast, "key", topic, catalog, facts)
-    value_format = describe_format(value_ast, "value", topic, catalog, facts)
+    key_format = None if key_ast is None else source_format(key_ast, "key", topic, catalog, facts)
+    value_format = source_format(value_ast, "value", topic, catalog, facts)
 
     columns: list[tuple[Column, Span | None]] = []
     key_columns: tuple[str, ...] = ()
@@ -131,7 +131,7 @@ def plan_create_source(
         columns.append((Column(error_name, ERROR_COLUMN_TYPE, True), inline.span))
 
     if isinstance(envelope, ast.EnvelopeDebezium):
-        values = debezium_columns(value_format.avro_schema, value_ast.span)
+        values = value_format.debezium_columns(value_ast.span)
     else:
         values = value_format.columns
     if inline is not None:
@@ -181,7 +181,7 @@ def plan_create_source(
         retry_delay_max_ms=_duration_ms(with_options, "RETRY DELAY MAX", DEFAULT_RETRY_DELAY_MAX_MS),
     )
     depends = [connection.id] + sorted(
-        {f.registry_connection for f in (key_format, value_format) if f and f.registry_connection}
+        {f.registry for f in (key_format, value_format) if f and f.registry}
     )
     source = Item(
         id=source_id,
@@ -231,7 +231,7 @@ def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> Non
             "ENVELOPE [DEBEZIUM] UPSERT requires that KEY FORMAT be specified", span=envelope.span
         )
     if isinstance(envelope, ast.EnvelopeDebezium):
-        if not isinstance(value_ast, ast.AvroFormat):
+        if not format_of(value_ast).debezium:
             raise InvalidParameterValue(
                 "ENVELOPE DEBEZIUM requires that VALUE FORMAT is set to AVRO", span=envelope.span
             )
@@ -247,7 +247,7 @@ def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> Non
 
 
 def _key_columns(
-    key_format: FormatDesc, include_key: ast.IncludeMetadata | None, envelope: ast.Node
+    key_format: Format, include_key: ast.IncludeMetadata | None, envelope: ast.Node
 ) -> tuple[tuple[Column, ...], bool]:
     """The key's columns and whether they were packed into one record column."""
     keys = key_format.columns

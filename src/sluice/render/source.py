@@ -1,8 +1,9 @@
 """A Kafka source as a pair of DataFrames: oks (the source's rows) and errs (its errors).
 
-One read of the topic feeds both: the reader decodes JSON, CSV and Avro in its Python
-pass, TEXT is decoded natively, and every message ends up in exactly one of oks, errs, or
-the documented skip (ENVELOPE NONE: a message with neither key nor value).
+One read of the topic feeds both: the reader decodes the formats Spark does not decode
+natively (JSON, CSV, Avro) in its Python pass, each format's description (the format
+registry, `catalog/formats.py`) saying how, and every message ends up in exactly one of
+oks, errs, or the documented skip (ENVELOPE NONE: a message with neither key nor value).
 
 errs rows are `(kind, code, message, partition, offset, timestamp, key, value)`, `message`
 being the full text a query over the source fails with and `code` its SQLSTATE.
@@ -20,12 +21,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from sluice.catalog.items import FormatDesc, Item, SourceDesc
+from sluice.catalog.formats import Format
+from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
 from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST
 from sluice.kafka.client import connection_config
-from sluice.kafka.reader import LOST_RANGE, NAME
+from sluice.kafka.reader import LOST_RANGE, NAME, decode_spec
 from sluice.kafka.retry import RetryPolicy
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
@@ -69,22 +71,6 @@ class SourceRead:
 
     ranges: tuple[tuple[int, int, int], ...]
     lows: tuple[tuple[int, int], ...] = ()
-
-
-def decode_spec(fmt: FormatDesc, registry_url: str | None) -> dict | None:
-    """The reader's decoder spec for a format it decodes (None for TEXT and BYTES)."""
-    if fmt.kind == "json":
-        return {"kind": "json"}
-    if fmt.kind == "csv":
-        return {"kind": "csv", "columns": fmt.csv_column_count, "delimiter": fmt.csv_delimiter}
-    if fmt.kind == "avro":
-        return {
-            "kind": "avro",
-            "schema": fmt.avro_schema,
-            "wire": fmt.confluent_wire_format,
-            "registry": registry_url,
-        }
-    return None
 
 
 def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead) -> Collection:
@@ -146,15 +132,13 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     kafka = connection_options(connection, catalog)
     decode, logins = {}, {}
     for side, fmt in _sides(desc).items():
-        registry = None
-        if fmt.registry_connection is not None:
-            registry = catalog.by_id(fmt.registry_connection).details
-            login = registry_login(registry, catalog)
-            if login is not None:
-                logins[side] = login
-        spec = decode_spec(fmt, None if registry is None else registry.url)
-        if spec is not None:
-            decode[side] = spec
+        if fmt.native is not None:
+            continue
+        registry = None if fmt.registry is None else catalog.by_id(fmt.registry).details
+        decode[side] = decode_spec(fmt, None if registry is None else registry.url)
+        login = None if registry is None else registry_login(registry, catalog)
+        if login is not None:
+            logins[side] = login
     options = {
         "bootstrap": ",".join(connection.brokers),
         "topic": desc.topic,
@@ -176,7 +160,7 @@ def retry_policy(item: Item) -> RetryPolicy:
     return RetryPolicy(desc.retry_timeout_ms / 1000, desc.retry_delay_max_ms / 1000, item.name)
 
 
-def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:
+def _sides(desc: SourceDesc) -> dict[str, Format]:
     sides = {"value": desc.value_format}
     # The key is decoded when it is a column, and for DEBEZIUM, whose errors name it.
     if desc.key_format is not None and (desc.key_columns or desc.envelope == "debezium"):
@@ -305,7 +289,7 @@ def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
     if "HEADERS" not in {kind for kind, _ in desc.metadata}:
         unused.add("headers")
     value = F.col("value")
-    if decode_spec(desc.value_format, None) is not None:
+    if desc.value_format.native is None:
         value = F.when(F.col("__error").isNotNull() | value.isNull(), value).otherwise(F.lit(b""))
     return [value.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
 
@@ -361,8 +345,9 @@ def _key_repr(decoded: DataFrame, desc: SourceDesc):
 _METADATA = {"PARTITION": "partition", "OFFSET": "offset", "TIMESTAMP": "timestamp", "HEADERS": "headers"}
 
 
-def _error(raw: DataFrame, side: str, fmt: FormatDesc) -> SparkColumn:
-    if fmt.kind == "text":
+def _error(raw: DataFrame, side: str, fmt: Format) -> SparkColumn:
+    """A side's decode error text: what the reader found, or Spark's own check."""
+    if fmt.native == "utf8":
         text = F.col(side).cast("string")
         return F.when(
             F.col(side).isNotNull() & ~F.is_valid_utf8(text),
@@ -372,30 +357,31 @@ def _error(raw: DataFrame, side: str, fmt: FormatDesc) -> SparkColumn:
                 F.lit('")'),
             ),
         )
-    if fmt.kind == "bytes":
+    if fmt.native == "bytes":
         return F.lit(None).cast("string")
     return F.col(f"{side}_error")
 
 
-def _side_columns(raw: DataFrame, side: str, fmt: FormatDesc) -> list[SparkColumn]:
-    if fmt.kind == "text":
-        return [F.col(side).cast("string")]
-    if fmt.kind == "bytes":
-        return [F.col(side)]
-    data = F.col(f"{side}_data")
-    if fmt.kind == "json":
-        return [F.parse_json(data)]
-    if fmt.kind == "csv":
-        return [data[i] for i in range(fmt.csv_column_count)]
-    if not fmt.named:
-        return [data]
-    fields = raw.schema[f"{side}_data"].dataType.fieldNames()
+def _side_columns(raw: DataFrame, side: str, fmt: Format) -> list[SparkColumn]:
+    """A side's columns, unpacked from its decoded value as its format says."""
+    if fmt.native == "utf8":
+        value = F.col(side).cast("string")
+    elif fmt.native == "bytes":
+        value = F.col(side)
+    else:
+        value = F.col(f"{side}_data")
+    if fmt.unpack == "value":
+        return [value]
+    if fmt.unpack == "variant":
+        return [F.parse_json(value)]
+    if fmt.unpack == "items":
+        return [value[i] for i in range(len(fmt.columns))]
+    struct = raw.schema[f"{side}_data"].dataType
     columns = []
-    for name in fields:
-        field_type = raw.schema[f"{side}_data"].dataType[name].dataType
-        branches = getattr(field_type, "fieldNames", lambda: [])()
+    for name in struct.fieldNames():
+        branches = getattr(struct[name].dataType, "fieldNames", lambda: [])()
         if branches and all(b.startswith("branch") for b in branches):
-            columns += [data[name][b] for b in branches]
+            columns += [value[name][b] for b in branches]
         else:
-            columns.append(data[name])
+            columns.append(value[name])
     return columns

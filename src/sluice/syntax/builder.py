@@ -92,6 +92,14 @@ def _keyword_node(cls: type[ast.Node]):
     return build
 
 
+def _format_node(rule: str) -> type[ast.Node]:
+    """The node of a format rule that has no builder method: the AST class named after the
+    rule (`text_format` → `TextFormat`), made from the rule's children in order. A format
+    whose node takes its children as they come (TEXT, BYTES) needs no method here, so adding
+    one touches the grammar, its node and the format registry only."""
+    return getattr(ast, "".join(part.capitalize() for part in rule.split("_")))
+
+
 def _constraint(kind: str):
     """The builder method for a column constraint that is only keywords."""
 
@@ -106,7 +114,8 @@ class Builder:
         self.offset = offset
 
     def build(self, tree: Tree):
-        """Children first, then the method named after the rule (or its alias)."""
+        """Children first, then the method named after the rule (or its alias); without one,
+        a format rule makes its node (`_format_node`) and any other rule an option."""
         return self._build(tree)[0]
 
     def _build(self, tree: Tree) -> tuple[object, int, int]:
@@ -130,9 +139,11 @@ class Builder:
             end = child_end
         span = Span(start + self.offset, end + self.offset)
         method = getattr(self, tree.data, None)
-        if method is None:
-            return self.option(tree.data, children, span), start, end
-        return method(children, span), start, end
+        if method is not None:
+            return method(children, span), start, end
+        if tree.data.endswith("_format"):
+            return _format_node(tree.data)(*children, span=span), start, end
+        return self.option(tree.data, children, span), start, end
 
     def token_span(self, token: Token) -> Span:
         return Span(token.start_pos + self.offset, token.end_pos + self.offset)
@@ -274,10 +285,6 @@ class Builder:
     def key_value_format(self, children, span):
         key, value = children
         return ast.KeyValueFormat(key, value, span=span)
-
-    text_format = _keyword_node(ast.TextFormat)
-
-    bytes_format = _keyword_node(ast.BytesFormat)
 
     def json_format(self, children, span):
         return ast.JsonFormat(array=bool(children[0]), span=span)
