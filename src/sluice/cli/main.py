@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from contextlib import contextmanager
 
@@ -212,8 +211,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Output piped into `head` and closed early ends quietly, as for any Unix tool.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = sys.argv[1:] if argv is None else argv
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["repl", *argv]  # `sluice` alone (or with the shell's flags) is the shell
@@ -222,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except KeyboardInterrupt:
         return 130  # as a shell reports a command ended by SIGINT
+    except BrokenPipeError:
+        # Output piped into `head` and closed early ends quietly, as for any Unix tool. Not
+        # by SIGPIPE's default action: that would also kill a process whose socket peer
+        # went away (the broker's forwarding listener, the py4j gateway).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a command ended by SIGPIPE
     except Exception as e:  # the command's boundary: what no statement caught
         print(format_error(as_sql_error(e)), file=sys.stderr)
         return 1
