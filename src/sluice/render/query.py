@@ -2,7 +2,7 @@
 
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
 `ONLY ERRORS`), a dead-letter table's rows, a view's own rendered query. The query's own
-fallible expressions add errs of their own (`evaluation`). If any collection read without
+fallible expressions add errs of their own (`sluice.lower`). If any collection read without
 `IGNORE ERRORS` has errors, the query fails with the first of them (deterministically
 chosen: by source, then by partition and offset within one), whatever its WHERE says.
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from sqlglot import exp
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
@@ -29,13 +28,11 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SqlError
 from sluice.plan.plans import QueryPlan
 from sluice.plan.queries import plan_query
-from sluice.lower import evaluation
-from sluice.lower.evaluation import MESSAGE, Fusion
-from sluice.lower.semantics import spark_sql
+from sluice.lower import MESSAGE, Fusion, lower
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame
-from sluice.syntax.query import ERRORS_MODIFIER, parse_query
+from sluice.syntax.query import parse_query
 from sluice.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
@@ -148,7 +145,6 @@ class QueryRenderer:
             (read,) = plan.reads
             return self.relation(read.item_id, read.errors)
         guards: list[Guard] = []
-        expression = plan.expression.copy()
         views: dict[str, str] = {}
         carried: dict[str, list[str]] = {}
         for read in plan.reads:
@@ -161,18 +157,12 @@ class QueryRenderer:
             frame.createOrReplaceTempView(name)
             carried[name] = [g.flag for g in read_guards if g.flag is not None]
             views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
-        for table in expression.find_all(exp.Table):
-            if table.name in views:
-                table.set("this", exp.to_identifier(views[table.name]))
-                table.set(ERRORS_MODIFIER, None)
-        checked = evaluation.check(expression, Fusion(self.names, carried))
+        lowered = lower(plan.expression, views, Fusion(self.names, carried))
         for guard in guards:  # a flag the query's rows do not carry on: its errs are read
-            if guard.flag not in checked.carried:
+            if guard.flag not in lowered.carried:
                 guard.flag = None
-        guards += [
-            Guard(self.spark.sql(spark_sql(errors)), flag) for errors, flag in zip(checked.errors, checked.flags)
-        ]
-        frame = self.spark.sql(spark_sql(checked.query))
+        guards += [Guard(self.spark.sql(errors), flag) for errors, flag in zip(lowered.errors, lowered.flags)]
+        frame = self.spark.sql(lowered.sql)
         hidden = frame.columns[len(plan.columns) :]
         # Named as planned (`count`, not sqlglot's `_col_1`): what queries over a view say.
         return frame.toDF(*(c.name for c in plan.columns), *hidden), guards
