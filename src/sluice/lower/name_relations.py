@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sluice.syntax.query import ERRORS_MODIFIER
-
 
 def name_relations(expression: exp.Expression, relations: dict[str, str]) -> exp.Expression:
     """Each table of `expression` that `relations` names (by catalog name, or `only
-    errors(name)` for a source read ONLY ERRORS) renamed to its view, in place, without
-    its IGNORE / ONLY ERRORS modifier: the view already holds what the reference reads."""
+    errors(name)` for a source read ONLY ERRORS) renamed to its view, in place. An IGNORE /
+    ONLY ERRORS modifier the tree may still carry is no SQL: Spark SQL never shows it."""
     for table in expression.find_all(exp.Table):
         if table.name in relations:
             table.set("this", exp.to_identifier(relations[table.name]))
-            table.set(ERRORS_MODIFIER, None)
     return expression
