@@ -7,6 +7,7 @@ the first blank line, so outputs must not contain blank lines. Run pytest with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,3 +57,19 @@ def write_records(path: Path, records: list[Record]) -> None:
         for r in records
     )
     path.write_text(text, encoding="utf-8")
+
+
+def check_records(path: Path, render: Callable[[Record], str], rewrite: bool) -> None:
+    """Each record's expected output against `render`'s; with `rewrite`, replaced by it."""
+    records = read_records(path)
+    if rewrite:
+        for r in records:
+            r.expected = render(r)
+        write_records(path, records)
+        return
+    failures = []
+    for r in records:
+        actual = render(r)
+        if actual != r.expected:
+            failures.append(f"{path.name}:{r.line}\n{r.input}\n--- expected\n{r.expected}\n--- actual\n{actual}")
+    assert not failures, "\n\n".join(failures)

@@ -12,7 +12,7 @@ import pytest
 
 import sluice
 from sluice.syntax.ast import dump
-from tests.golden import Record, read_records, write_records
+from tests.golden import Record, check_records, read_records
 
 GOLDEN = Path(__file__).parent / "golden"
 FILES = sorted(GOLDEN.glob("*.test"))
@@ -32,18 +32,7 @@ def render(record: Record) -> str:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_golden(path: Path, request: pytest.FixtureRequest) -> None:
-    records = read_records(path)
-    if request.config.getoption("--rewrite"):
-        for r in records:
-            r.expected = render(r)
-        write_records(path, records)
-        return
-    failures = [
-        f"{path.name}:{r.line}\n{r.input}\n--- expected\n{r.expected}\n--- actual\n{render(r)}"
-        for r in records
-        if render(r) != r.expected
-    ]
-    assert not failures, "\n\n".join(failures)
+    check_records(path, render, request.config.getoption("--rewrite"))
 
 
 def test_golden_corpus_size() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import sluice
 from sluice.values import value_text
-from tests.golden import Record, read_records, write_records
+from tests.golden import Record, check_records, read_records
 from tests.registry import Registry
 
 GOLDEN = Path(__file__).parent / "golden" / "plan"
@@ -89,18 +89,7 @@ def render(record: Record, registry: Registry) -> str:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_golden(path: Path, registry: Registry, request: pytest.FixtureRequest) -> None:
-    records = read_records(path)
-    if request.config.getoption("--rewrite"):
-        for r in records:
-            r.expected = render(r, registry)
-        write_records(path, records)
-        return
-    failures = []
-    for r in records:
-        actual = render(r, registry)
-        if actual != r.expected:
-            failures.append(f"{path.name}:{r.line}\n{r.input}\n--- expected\n{r.expected}\n--- actual\n{actual}")
-    assert not failures, "\n\n".join(failures)
+    check_records(path, lambda r: render(r, registry), request.config.getoption("--rewrite"))
 
 
 def test_golden_plan_corpus_size() -> None:

@@ -20,7 +20,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, SourceFailed, SparkQueryFailed, SqlError, collection_error
 from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
 from sluice.kafka.retry import SourceUnavailable, reason_of
-from sluice.lower.evaluation import spark_error
+from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer

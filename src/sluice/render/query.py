@@ -3,7 +3,7 @@
 Each relation the query reads becomes a temporary view: a source's oks (or its errs for
 `ONLY ERRORS`), a dead-letter table's rows, a view's own query (planned with the query that
 reads it) rendered. The query's own fallible expressions add errs of their own
-(`evaluation`). If any collection read without `IGNORE ERRORS` has errors, the query fails
+(`sluice.lower`). If any collection read without `IGNORE ERRORS` has errors, the query fails
 with the first of them (deterministically chosen: by source, then by partition and offset
 within one), whatever its WHERE says.
 
@@ -22,16 +22,13 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from sqlglot import exp
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
+from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
-from sluice.lower import evaluation
-from sluice.lower.evaluation import MESSAGE, Fusion
-from sluice.lower.semantics import spark_sql
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame
@@ -140,7 +137,6 @@ class QueryRenderer:
             (read,) = plan.reads
             return self.relation(read)
         guards: list[Guard] = []
-        expression = plan.expression.copy()
         views: dict[str, str] = {}
         carried: dict[str, list[str]] = {}
         for read in plan.reads:
@@ -153,17 +149,12 @@ class QueryRenderer:
             frame.createOrReplaceTempView(name)
             carried[name] = [g.flag for g in read_guards if g.flag is not None]
             views[f"only errors({item.name})" if read.errors == "ONLY" else item.name] = name
-        for table in expression.find_all(exp.Table):
-            if table.name in views:
-                table.set("this", exp.to_identifier(views[table.name]))
-        checked = evaluation.check(expression, Fusion(self.names, carried))
+        lowered = lower(plan.expression, views, Fusion(self.names, carried))
         for guard in guards:  # a flag the query's rows do not carry on: its errs are read
-            if guard.flag not in checked.carried:
+            if guard.flag not in lowered.carried:
                 guard.flag = None
-        guards += [
-            Guard(self.spark.sql(spark_sql(errors)), flag) for errors, flag in zip(checked.errors, checked.flags)
-        ]
-        frame = self.spark.sql(spark_sql(checked.query))
+        guards += [Guard(self.spark.sql(errors), flag) for errors, flag in zip(lowered.errors, lowered.flags)]
+        frame = self.spark.sql(lowered.sql)
         hidden = frame.columns[len(plan.columns) :]
         # Named as planned (`count`, not sqlglot's `_col_1`): what queries over a view say.
         return frame.toDF(*(c.name for c in plan.columns), *hidden), guards
