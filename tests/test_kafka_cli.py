@@ -210,6 +210,7 @@ def test_avro_lines_registered_in_a_schema_registry(served: str, tmp_path: Path)
     assert [fastavro.schemaless_reader(io.BytesIO(v[5:]), parsed) for v in values] == [{"n": 1}, {"n": 2}]
 
 
+@pytest.mark.spark  # the sluice it runs starts Spark
 def test_sluice_run_reads_what_was_produced(served: str) -> None:
     produced = sluice("kafka", "produce", "greetings", "--create", stdin="hello\nworld\n", broker=served)
     assert produced.returncode == 0, produced.stderr
@@ -264,6 +265,7 @@ def test_version_both_ways() -> None:
 # -- the REPL ---------------------------------------------------------------------------------
 
 
+@pytest.mark.spark  # the sluice it runs starts Spark
 def test_produce_in_the_repl_then_select(tmp_path: Path) -> None:
     child = pexpect.spawn(
         sys.executable, ["-m", "sluice", "--history-file", str(tmp_path / "history")],
