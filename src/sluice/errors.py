@@ -226,14 +226,18 @@ class ExternalSystemUnavailable(ExternalSystemError):
     fault that may clear by itself, which a source retries up to its RETRY TIMEOUT."""
 
 
+SOURCE_ERROR = "Source error: "
+
+
 class SourceFailed(ExternalSystemError):
     """A source cannot be read: a fault outlasted its RETRY TIMEOUT, or its ingestion
     stopped on an error (and is restarted, with backoff, until the fault clears), or it
     saw more errors than its ERROR TOLERANCE (for good: `recovers` is false)."""
 
     def __init__(self, source: str, reason: str, *, recovers: bool = True) -> None:
+        reason = reason.removeprefix(SOURCE_ERROR)  # a reason that is itself a source error
         super().__init__(
-            f'Source error: source "{source}" has failed: {reason}',
+            f'{SOURCE_ERROR}source "{source}" has failed: {reason}',
             hint="the source recovers by itself once the fault clears" if recovers else None,
         )
         self.source = source
