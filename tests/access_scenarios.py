@@ -10,7 +10,6 @@ import contextlib
 import io
 import json
 import os
-import struct
 import subprocess
 import sys
 from collections import defaultdict
@@ -22,6 +21,7 @@ import fastavro
 import sluice
 from sluice.catalog.secrets import DIRECTORY as SECRETS_DIRECTORY
 from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.encode import avro_datum, confluent_frame
 from tests.registry import Registry
 from tests.sasl_broker import SaslBroker
 
@@ -133,9 +133,7 @@ AVRO = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]
 
 
 def avro(datum: dict, schema_id: int) -> bytes:
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(AVRO), datum)
-    return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
+    return confluent_frame(schema_id, avro_datum(fastavro.parse_schema(AVRO), datum))
 
 
 @dataclass

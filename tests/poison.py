@@ -15,10 +15,8 @@ what broke. A source survives its messages when:
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
-import struct
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,6 +26,8 @@ import fastavro
 
 import sluice
 from sluice.kafka.embedded import produce
+from sluice.kafka.encode import avro_datum as encoded
+from sluice.kafka.encode import confluent_frame as wire  # tests call it poison.wire
 
 # Every field type the Avro decoder builds a column for (TIME and UUID in AVRO_CLOCK).
 AVRO_SCHEMA = {
@@ -94,9 +94,7 @@ def avro_field(avro_type: Any, value: Any) -> bytes:
     """`value` written as `avro_type` (its logical type aside: values are given plain)."""
     if isinstance(avro_type, dict):
         avro_type = {k: v for k, v in avro_type.items() if k != "logicalType"}
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(avro_type), value)
-    return body.getvalue()
+    return encoded(fastavro.parse_schema(avro_type), value)
 
 
 def debezium_after(row_id: int, at: int) -> bytes:
@@ -115,11 +113,6 @@ def avro_datum(**raw: bytes) -> bytes:
 def clock_datum(t: int = 3_600_000, u: bytes = b"12345678-1234-1234-1234-123456789012") -> bytes:
     """A datum of AVRO_CLOCK from plain values: a time of day in milliseconds, a UUID's text."""
     return varint(t) + varint(len(u)) + u
-
-
-def wire(schema_id: int, body: bytes) -> bytes:
-    """`body` in the Confluent wire format: magic 0, the schema id, the datum."""
-    return b"\x00" + struct.pack(">I", schema_id) + body
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,7 @@ once the fault clears — nothing lost, nothing duplicated. Real Spark, the embe
 
 from __future__ import annotations
 
-import io
 import json
-import struct
 import threading
 import time
 
@@ -21,6 +19,7 @@ import sluice
 from sluice.kafka.client import watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.kafka.reader import Options, read_range
 from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
@@ -134,9 +133,7 @@ def test_an_outage_past_the_bound_fails_the_source_visibly_then_it_recovers(brok
 
 
 def avro(value: int, schema_id: int) -> bytes:
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(SCHEMA), {"n": value})
-    return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
+    return confluent_frame(schema_id, avro_datum(fastavro.parse_schema(SCHEMA), {"n": value}))
 
 
 def test_a_registry_outage_past_the_bound_fails_the_source_then_it_recovers(broker) -> None:
