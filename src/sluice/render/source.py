@@ -25,7 +25,7 @@ from sluice.catalog.formats import Format
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
-from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST
+from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST, SOURCE_ERROR
 from sluice.kafka.client import connection_config
 from sluice.kafka.reader import LOST_RANGE, NAME, decode_spec
 from sluice.kafka.retry import RetryPolicy
@@ -265,7 +265,7 @@ def _with_lost_ranges(messages: DataFrame) -> DataFrame:
     message retracts it."""
     lost = F.col("lost_end").isNotNull()
     text = F.format_string(
-        "Source error: topic '%s' partition %d: " + LOST_RANGE, "topic", "partition", "offset", F.col("lost_end") - 1
+        SOURCE_ERROR + "topic '%s' partition %d: " + LOST_RANGE, "topic", "partition", "offset", F.col("lost_end") - 1
     )
     replaced = {
         "__error": F.when(lost, text).otherwise(F.col("__error")),

@@ -63,7 +63,7 @@ from pyspark.sql.types import StructType
 
 from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import Item
-from sluice.errors import StoreDamaged
+from sluice.errors import SOURCE_ERROR, StoreDamaged
 from sluice.render.source import ERRS_COLUMNS, Collection
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
@@ -105,7 +105,7 @@ class Damage:
     what: str
 
     def error(self, source: str, **more) -> StoreDamaged:
-        message = f'Source error: the stored data of source "{source}" is damaged: {self.what}'
+        message = f'{SOURCE_ERROR}the stored data of source "{source}" is damaged: {self.what}'
         return StoreDamaged(message, **more)
 
 
