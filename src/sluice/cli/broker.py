@@ -53,5 +53,5 @@ def open_broker(address: str | None, *, embedded: bool) -> Iterator[str | None]:
 
 def connect(session: Session, broker: str) -> None:
     """Create the connection `kafka` to `broker` unless the catalog already has one."""
-    if session.catalog.current.get(CONNECTION_NAME) is None:
+    if CONNECTION_NAME not in session.names():
         session.execute(f"CREATE CONNECTION {CONNECTION_NAME} TO KAFKA (BROKER '{broker}')")
