@@ -30,57 +30,12 @@ from sluice.errors import (
 )
 from sluice.plan.names import SCHEMA_QUALIFIERS, did_you_mean, unknown_item
 from sluice.plan.plans import QueryPlan, Read
+from sluice.plan.records import build_records, resolve_pg_typeof, sql_type, sqlglot_type
 from sluice.plan.timelines import single_timeline
 from sluice.syntax.ast import QueryBody
 from sluice.syntax.query import ERRORS_MODIFIER, Sluice, parse_query
 
 ONLY_ERRORS_COLUMNS = (Column("message", TEXT, False), Column("code", TEXT, False))
-
-_TO_SQLGLOT = {
-    "text": "TEXT",
-    "bytea": "BYTEA",
-    "jsonb": "JSONB",
-    "integer": "INT",
-    "smallint": "SMALLINT",
-    "bigint": "BIGINT",
-    "real": "REAL",
-    "double precision": "DOUBLE PRECISION",
-    "boolean": "BOOLEAN",
-    "numeric": "NUMERIC",
-    "date": "DATE",
-    "time": "TIME",
-    "timestamp": "TIMESTAMP",
-    "timestamp with time zone": "TIMESTAMPTZ",
-    "interval": "INTERVAL",
-    "uuid": "UUID",
-    "mz_timestamp": "NUMERIC",
-}
-_FROM_SQLGLOT = {
-    "TEXT": "text",
-    "VARCHAR": "text",
-    "CHAR": "text",
-    "NCHAR": "text",
-    "NVARCHAR": "text",
-    "VARBINARY": "bytea",
-    "BINARY": "bytea",
-    "JSONB": "jsonb",
-    "JSON": "jsonb",
-    "INT": "integer",
-    "SMALLINT": "smallint",
-    "TINYINT": "smallint",
-    "BIGINT": "bigint",
-    "FLOAT": "real",
-    "DOUBLE": "double precision",
-    "BOOLEAN": "boolean",
-    "DECIMAL": "numeric",
-    "DATE": "date",
-    "TIME": "time",
-    "TIMESTAMP": "timestamp",
-    "TIMESTAMPTZ": "timestamp with time zone",
-    "INTERVAL": "interval",
-    "UUID": "uuid",
-}
-
 
 @dataclass
 class _Reference:
@@ -102,7 +57,8 @@ class _Reference:
 
 def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> QueryPlan:
     offset = body.span.start if body.span is not None else 0
-    expression = _name_outputs(_as_select(body.expression.copy()))
+    expression, names = _name_outputs(_as_select(body.expression.copy()))
+    build_records(expression)
     _refuse_unsupported_functions(expression, offset)
     references = _references(expression, catalog, offset)
     for ref in references:
@@ -115,12 +71,12 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
             ref.table.set("db", None)
             ref.table.set("catalog", None)
     schema = {
-        ref.schema_name: {c.name: _TO_SQLGLOT.get(c.type.name, "UNKNOWN") for c in ref.columns}
+        ref.schema_name: {c.name: sqlglot_type(c.type) for c in ref.columns}
         for ref in references
     }
     try:
         qualified = qualify(expression, schema=schema, dialect=Sluice, quote_identifiers=False)
-        annotate_types(qualified, schema=schema, dialect=Sluice)
+        resolve_pg_typeof(annotate_types(qualified, schema=schema, dialect=Sluice))
     except OptimizeError as e:
         raise _column_error(str(e), body.expression, references, offset) from None
     except Exception as e:  # noqa: BLE001 - sqlglot's optimizer asserts on shapes it lacks
@@ -129,7 +85,7 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
         ) from None
     if not isinstance(qualified, exp.Query):
         raise FeatureNotSupported("only queries can be planned here", span=body.span)
-    columns = _output_columns(body.expression, qualified, references)
+    columns = _output_columns(qualified, references, names)
     read_as = {(r.item.id, r.errors): r.item for r in references}
     reads = tuple(relation_read(item, errors, catalog) for (_, errors), item in read_as.items())
     timeline = single_timeline(catalog, [r.item_id for r in reads], body.span)
@@ -165,15 +121,20 @@ def _as_select(expression: exp.Expression) -> exp.Expression:
     return exp.select("*").from_(expression)
 
 
-def _name_outputs(expression: exp.Expression) -> exp.Expression:
-    """Alias every unnamed computed output `_col_<i>` up front, as `qualify` would later:
-    its ORDER BY position expansion assumes they already are."""
+def _name_outputs(expression: exp.Expression) -> tuple[exp.Expression, dict[str, str]]:
+    """Alias every unnamed computed output up front, as `qualify` would later (its ORDER BY
+    position expansion assumes they already are), with a name unique in the query, and
+    the name PostgreSQL gives each: an outer query selecting it by that alias is named
+    the same."""
+    names: dict[str, str] = {}
     for select in expression.find_all(exp.Select):
-        for i, output in enumerate(select.expressions):
+        for output in select.expressions:
             if not isinstance(output, (exp.Alias, exp.Column, exp.Star)):
+                alias = f"_col_{len(names)}"
+                names[alias] = _postgres_name(output)
                 # exp.Alias itself: `alias_` would put a subquery's alias inside it.
-                output.replace(exp.Alias(this=output.copy(), alias=exp.to_identifier(f"_col_{i}")))
-    return expression
+                output.replace(exp.Alias(this=output.copy(), alias=exp.to_identifier(alias)))
+    return expression, names
 
 
 def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> list[_Reference]:
@@ -251,17 +212,14 @@ def _column_error(message: str, original, references, offset: int):
     )
 
 
-def _output_columns(original, qualified: exp.Query, references) -> tuple[Column, ...]:
+def _output_columns(qualified: exp.Query, references, names: dict[str, str]) -> tuple[Column, ...]:
     by_alias = {r.table.alias_or_name: r for r in references}
     nullable_sides = _outer_joined(qualified)
-    originals = list(original.selects) if isinstance(original, exp.Select) else []
     columns = []
-    for i, select in enumerate(qualified.selects):
+    for select in qualified.selects:
         inner = select.this if isinstance(select, exp.Alias) else select
         name = select.alias_or_name
-        if name.startswith("_col_") and i < len(originals) and not originals[i].alias:
-            name = _postgres_name(originals[i])
-        columns.append(Column(name, *_type_of(inner, by_alias, nullable_sides)))
+        columns.append(Column(names.get(name, name), *_type_of(inner, by_alias, nullable_sides)))
     return tuple(columns)
 
 
@@ -276,9 +234,8 @@ def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, b
         return TEXT, True
     if isinstance(node, (exp.JSONExtract, exp.JSONBExtract)):
         return SqlType("jsonb"), True
-    sqlglot_type = node.type.this.name if node.type is not None else "UNKNOWN"
     nullable = not isinstance(node, (exp.Literal, exp.Boolean, exp.Count))
-    return SqlType(_FROM_SQLGLOT.get(sqlglot_type, sqlglot_type.lower())), nullable
+    return sql_type(node.type), nullable
 
 
 def _outer_joined(query: exp.Expression) -> set[str]:
@@ -297,12 +254,30 @@ def _outer_joined(query: exp.Expression) -> set[str]:
     return nullable
 
 
+# PostgreSQL names a cast of an unnamed value by its target type's internal name.
+_CAST_NAMES = {
+    exp.DataType.Type.INT: "int4",
+    exp.DataType.Type.BIGINT: "int8",
+    exp.DataType.Type.SMALLINT: "int2",
+    exp.DataType.Type.FLOAT: "float4",
+    exp.DataType.Type.DOUBLE: "float8",
+    exp.DataType.Type.BOOLEAN: "bool",
+    exp.DataType.Type.DECIMAL: "numeric",
+    exp.DataType.Type.VARCHAR: "varchar",
+    exp.DataType.Type.TIMESTAMPTZ: "timestamptz",
+}
+
+
 def _postgres_name(node: exp.Expression) -> str:
     """The column name PostgreSQL gives an unaliased select expression."""
     if isinstance(node, exp.Column):
         return node.name
-    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
-        return node.this.name
+    if isinstance(node, exp.Cast):
+        # A cast is named by what it casts, or else by the type it casts to.
+        inner = _postgres_name(node.this)
+        return inner if inner != "?column?" else _CAST_NAMES.get(node.to.this, node.to.this.name.lower())
+    if isinstance(node, exp.Tuple):
+        return "row"
     if isinstance(node, exp.Anonymous):
         return node.name.lower()
     if isinstance(node, exp.Func):
