@@ -6,8 +6,9 @@ timestamps, intervals, records `(a,b)`, arrays `{a,b}`), numeric as Materialize 
 (trailing zeros trimmed, whatever the scale); jsonb arrives as its JSON text. `slt_value`
 is the form sqllogictest results are compared in (DESIGN.md §7): the same text with
 booleans `true`/`false`, `(empty)` for an empty string, and the column's type letter
-deciding how numbers print. `value_text` is the plain rendering goldens and `sluice
-plan` show catalog rows in.
+deciding how numbers print. `value_text` is the rendering goldens, `sluice
+plan` and SUBSCRIBE in the REPL show rows in: PostgreSQL's text with booleans
+`true`/`false`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,7 @@ from typing import Any
 
 
 def value_text(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return pg_text(value, booleans=_WORDS)
 
 
 def slt_value(value: Any, type_letter: str = "T") -> str:

@@ -21,12 +21,17 @@ from sluice.lower.empty_in_lists import empty_in_lists
 from sluice.lower.fusion import Fusion
 from sluice.lower.name_relations import name_relations
 from sluice.lower.null_aware_in import null_aware_in
+from sluice.lower.record_is_null import record_is_null
+from sluice.lower.record_text import record_text
 from sluice.lower.rewrite_jsonb_operators import rewrite_jsonb_operators
 from sluice.lower.scale_numeric_casts import scale_numeric_casts
 
 Rule = Callable[[exp.Expression], exp.Expression]
 
 RULES: tuple[Rule, ...] = (
+    # Records first, while their fields have types for the rules after them.
+    record_is_null,
+    record_text,
     # jsonb comparisons first, while the jsonb operators still have their types.
     compare_jsonb,
     rewrite_jsonb_operators,

@@ -280,7 +280,7 @@ def _postgres_name(node: exp.Expression) -> str:
         return "row"
     if isinstance(node, exp.Anonymous):
         return node.name.lower()
-    if isinstance(node, exp.Func):
+    if isinstance(node, exp.Func) and not isinstance(node, (exp.Connector, exp.Binary, exp.Unary)):
         return node.sql_name().lower()
     if isinstance(node, exp.Boolean):
         return "bool"

@@ -86,13 +86,12 @@ def build_records(expression: exp.Expression) -> exp.Expression:
     """Every `ROW(…)`, and every `(…)` of two or more values that is a value (not the
     left side of a row comparison or IN, a GROUP BY list), as a struct with fields `f1`, `f2`, …, in
     place."""
-    rows = [n for n in expression.find_all(exp.Anonymous) if n.name.lower() == "row"]
-    tuples = [
+    records = [
         n
-        for n in expression.find_all(exp.Tuple)
-        if not isinstance(n.parent, (exp.In, exp.Binary, exp.Values, exp.Group)) or isinstance(n.parent, exp.Is)
+        for n in expression.find_all(exp.Anonymous, exp.Tuple)
+        if (n.name.lower() == "row" if isinstance(n, exp.Anonymous) else _is_value(n))
     ]
-    for node in rows + tuples:
+    for node in reversed(records):  # innermost first: an outer record takes its fields built
         fields = [
             exp.PropertyEQ(this=exp.to_identifier(f"f{i}"), expression=value.copy())
             for i, value in enumerate(node.expressions, 1)
@@ -101,12 +100,19 @@ def build_records(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
+def _is_value(node: exp.Tuple) -> bool:
+    return not isinstance(node.parent, (exp.In, exp.Binary, exp.Values, exp.Group)) or isinstance(node.parent, exp.Is)
+
+
 def resolve_pg_typeof(expression: exp.Expression) -> exp.Expression:
     """Every `pg_typeof(x)` of the type-annotated `expression` as the literal name of
     `x`'s type, in place."""
     for node in list(expression.find_all(exp.Anonymous)):
         if node.name.lower() == "pg_typeof" and len(node.expressions) == 1:
-            name = sql_type(node.expressions[0].type).display()
+            value = node.expressions[0]
+            # A literal with a point or an exponent is numeric (sqlglot calls it double).
+            decimal = isinstance(value, exp.Literal) and value.is_number and not value.is_int
+            name = "numeric" if decimal else sql_type(value.type).display()
             literal = exp.Literal.string(_PG_TYPEOF_NAMES.get(name, name))
             literal.type = exp.DataType.build("TEXT")
             node.replace(literal)
