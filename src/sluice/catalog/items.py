@@ -128,7 +128,9 @@ class SinkDesc:
 class IndexDesc:
     """An index names columns of a relation; it never changes a result, and sluice's plans
     do not use one (Spark scans), so it is the catalog entry only — kept so that scripts
-    that create and drop indexes, SQLite's corpus among them, run as written."""
+    that create and drop indexes, SQLite's corpus among them, run as written. A UNIQUE
+    index (its text says UNIQUE) checks nothing, as tables' PRIMARY KEY and UNIQUE
+    constraints do not."""
 
     on: str  # item id of the relation
     columns: tuple[str, ...]

@@ -183,7 +183,8 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     columns = []
     if desc.key_columns:
         keys = _side_columns(decoded, "key", desc.key_format)
-        columns += [F.struct(*keys)] if desc.key_packed else keys
+        # An absent key is a NULL record, not a record of NULL fields.
+        columns += [F.when(F.col("key").isNotNull(), F.struct(*keys))] if desc.key_packed else keys
     if inline is not None:
         columns.append(inline)
     if desc.envelope == "debezium":

@@ -506,16 +506,18 @@ class IndexColumn(Node):
 
 @dataclass(frozen=True)
 class CreateIndex(Statement):
-    """`CREATE INDEX name ON relation (column [ASC | DESC], …)`."""
+    """`CREATE [UNIQUE] INDEX name ON relation (column [ASC | DESC], …)`."""
 
     name: ObjectName
     on: ObjectName
     columns: tuple[IndexColumn, ...]
+    unique: bool = False
     if_not_exists: bool = False
 
     def to_sql(self) -> str:
+        unique = " UNIQUE" if self.unique else ""
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
-        return f"CREATE INDEX{ine} {self.name.to_sql()} ON {self.on.to_sql()} ({_csv(self.columns)})"
+        return f"CREATE{unique} INDEX{ine} {self.name.to_sql()} ON {self.on.to_sql()} ({_csv(self.columns)})"
 
 
 # ---------------------------------------------------------------- queries and views

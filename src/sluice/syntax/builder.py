@@ -357,8 +357,13 @@ class Builder:
     # ------------------------------------------------------------ tables
 
     def create_index(self, children, span):
-        if_not_exists, name, on, *columns = children
-        return ast.CreateIndex(name, on, tuple(columns), if_not_exists=bool(if_not_exists), span=span)
+        unique, if_not_exists, name, on, *columns = children
+        return ast.CreateIndex(
+            name, on, tuple(columns), unique=bool(unique), if_not_exists=bool(if_not_exists), span=span
+        )
+
+    def unique(self, children, span):
+        return True
 
     def index_column(self, children, span):
         column, order = children
