@@ -326,6 +326,12 @@ def test_slt_value() -> None:
     assert [slt_value(v, "I") for v in (7, -7.9, Decimal("3.5"), "12", False, True)] == [
         "7", "-7", "3", "12", "0", "1",
     ]
+    # Both runners print text under I as 0; SQLite reads an integer's digits (Materialize: 0)
+    assert [slt_value(v, "I") for v in ("abc", "", "1.5", " +12 ", "12abc")] == ["0", "0", "0", "12", "0"]
+    # Materialize's cockroach mode prints a float or numeric under R in full
+    assert [slt_value(v, "R", "cockroach") for v in (2.5, 2.0, Decimal("0.3336"), 7)] == [
+        "2.5", "2", "0.3336", "7.000",
+    ]
     assert [slt_value(v, "T") for v in (1.5, 2.0, float("nan"), float("-inf"), 1e20, Decimal("1.50"))] == [
         "1.5", "2", "NaN", "-Infinity", "1e+20", "1.5",
     ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -23,22 +24,23 @@ def value_text(value: Any) -> str:
     return pg_text(value, booleans=_WORDS)
 
 
-def slt_value(value: Any, type_letter: str = "T") -> str:
-    """`value` as a sqllogictest result value of a column typed `type_letter`.
+def slt_value(value: Any, type_letter: str = "T", mode: str = "standard") -> str:
+    """`value` as a sqllogictest result value of a column typed `type_letter`, as
+    SQLite's and Materialize's runners print it (sqllogic/README.md says where they
+    differ and which one sluice follows).
 
-    `I` prints numbers as integers (truncated toward zero, as sqllogictest's C runner
-    does), `R` prints them with three decimals (`%.3f`, what SQLite's corpus expects);
-    anything else prints in PostgreSQL's text form. Whatever the letter: NULL → `NULL`,
-    booleans `true`/`false` (`1`/`0` under `I`), the empty string `(empty)`, bytea `\\x` + lowercase hex, jsonb
-    (compact JSON text) as it is, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` with trailing
-    zeros of the fraction dropped.
+    `I` prints numbers as integers (truncated toward zero), booleans `1`/`0`, and text
+    that is not an integer `0`; `R` prints numbers with three decimals (`%.3f`), in
+    `cockroach` mode a float or numeric in full; anything else prints in PostgreSQL's
+    text form. Whatever the letter: NULL → `NULL`, booleans `true`/`false` (inside
+    records `t`/`f`), the empty string `(empty)`, bytea `\\x` + lowercase hex, jsonb
+    (compact JSON text) as it is, timestamps `YYYY-MM-DD HH:MM:SS[.ffffff]` with
+    trailing zeros of the fraction dropped.
     """
     if value is None:
         return "NULL"
     letter = type_letter.upper()
     if isinstance(value, bool):
-        # A boolean in a column the test types as integer is 1/0, as SQLite's corpus
-        # (comparisons in select lists) expects; elsewhere it is true/false.
         if letter == "I":
             return "1" if value else "0"
         return "true" if value else "false"
@@ -46,6 +48,8 @@ def slt_value(value: Any, type_letter: str = "T") -> str:
         number = float(value)
         if math.isnan(number) or math.isinf(number):
             return _float_text(number)
+        if mode == "cockroach" and not isinstance(value, int):
+            return pg_text(value)
         return "%.3f" % number
     if letter == "I" and isinstance(value, (int, float, Decimal)):
         if isinstance(value, int):
@@ -53,17 +57,21 @@ def slt_value(value: Any, type_letter: str = "T") -> str:
         if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             return _float_text(value)
         return str(int(value))
+    if letter == "I" and isinstance(value, str):
+        # Text is 0 to both runners, but SQLite reads an integer's digits as the integer.
+        return str(int(value)) if _INTEGER.fullmatch(value) else "0"
     text = pg_text(value, booleans=_WORDS)
     return "(empty)" if text == "" else text
 
 
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _LETTERS = ("t", "f")
 _WORDS = ("true", "false")
 
 
 def pg_text(value: Any, *, booleans: tuple[str, str] = _LETTERS) -> str:
     """`value` in PostgreSQL's output form (NULL as `NULL` at the top level); `booleans`
-    are the texts of true and false, inside records and arrays too."""
+    are the texts of a boolean `value` (inside records and arrays, always `t`/`f`)."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -86,19 +94,19 @@ def pg_text(value: Any, *, booleans: tuple[str, str] = _LETTERS) -> str:
         return _interval_text(value)
     if isinstance(value, dict):  # a map (PostgreSQL has none): hstore's k=>v, in the map's order
         inner = ",".join(
-            f"{_quoted(pg_text(k, booleans=booleans), '{}')}=>{_element(v, '{}', booleans)}"
+            f"{_element(k, '{}')}=>{_element(v, '{}')}"
             for k, v in value.items()
         )
         return "{" + inner + "}"
     if isinstance(value, tuple):  # a record (Spark's Row is a tuple): PostgreSQL's (a,b)
-        return "(" + ",".join("" if v is None else _element(v, "()", booleans) for v in value) + ")"
+        return "(" + ",".join("" if v is None else _element(v, "()") for v in value) + ")"
     if isinstance(value, list):  # an array: PostgreSQL's {a,b}
-        return "{" + ",".join("NULL" if v is None else _element(v, "{}", booleans) for v in value) + "}"
+        return "{" + ",".join("NULL" if v is None else _element(v, "{}") for v in value) + "}"
     return str(value)
 
 
-def _element(value: Any, brackets: str, booleans: tuple[str, str]) -> str:
-    return _quoted(pg_text(value, booleans=booleans), brackets)
+def _element(value: Any, brackets: str) -> str:
+    return _quoted(pg_text(value), brackets)
 
 
 def _numeric_text(value: Decimal) -> str:

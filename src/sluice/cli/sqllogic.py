@@ -568,7 +568,7 @@ class FileRunner:
         return values, values
 
     def _value(self, value: Any, letter: str) -> str:
-        return slt_value(value, letter).replace(self.bootstrap, KAFKA_ADDR)
+        return slt_value(value, letter, self.mode).replace(self.bootstrap, KAFKA_ADDR)
 
     def _same(self, expected: list[str], actual: list[str]) -> bool:
         if self.mode == "cockroach":
