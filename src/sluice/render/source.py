@@ -183,8 +183,12 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     columns = []
     if desc.key_columns:
         keys = _side_columns(decoded, "key", desc.key_format)
-        # An absent key is a NULL record, not a record of NULL fields.
-        columns += [F.when(F.col("key").isNotNull(), F.struct(*keys))] if desc.key_packed else keys
+        if desc.key_packed:
+            # Fields named as the record's type says; an absent key is a NULL record.
+            fields = item.column(desc.key_columns[0]).type.fields
+            record = F.struct(*(k.alias(f.name) for k, f in zip(keys, fields)))
+            keys = [F.when(F.col("key").isNotNull(), record)]
+        columns += keys
     if inline is not None:
         columns.append(inline)
     if desc.envelope == "debezium":
