@@ -223,8 +223,12 @@ def test_a_version_1_catalog_opens_with_the_same_meaning(tmp_path) -> None:
     with sluice.Session(old, check_kafka=False) as opened:
         found = {i.name: i for i in opened.catalog.current}
         assert sorted(found) == sorted(expected)
+        # A catalog keeps the columns it stored: s_avro1's was named `value` when it was
+        # written; a non-record Avro schema's column is now `?column?`, as in Materialize.
+        assert [c.name for c in found["s_avro1"].columns] == ["value"]
+        assert [c.name for c in expected["s_avro1"].columns] == ["?column?"]
         for name, item in found.items():
-            if item.kind != "connection":
+            if item.kind != "connection" and name != "s_avro1":
                 assert item == expected[name], name
         # Written again, it is a catalog of this version.
         opened.execute("CREATE TABLE later (x int)")

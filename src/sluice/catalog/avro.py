@@ -31,6 +31,7 @@ from sluice.catalog.types import (
     TEXT,
     TIME,
     TIMESTAMP,
+    UNNAMED_COLUMN,
     UUID,
     Column,
     SqlType,
@@ -109,8 +110,9 @@ class _TypeMapper:
     def columns(self, schema: object) -> tuple[Column, ...]:
         top = self.resolve(schema)
         if not (isinstance(top, dict) and top.get("type") == "record"):
+            # Materialize names the one column of a non-record schema as an unnamed output.
             sql_type, nullable = self.field_type(schema, "value")
-            return (Column("value", sql_type, nullable),)
+            return (Column(UNNAMED_COLUMN, sql_type, nullable),)
         out: list[Column] = []
         for f in top.get("fields", []):
             branches = self._non_null_branches(f["type"])

@@ -83,6 +83,10 @@ def unique_columns(columns: Iterable[tuple[Column, Span | None]]) -> tuple[Colum
     return tuple(out)
 
 
+# PostgreSQL's (and Materialize's) name for a column nothing names.
+UNNAMED_COLUMN = "?column?"
+
+
 def record(*fields: Column) -> SqlType:
     return SqlType("record", tuple(fields))
 

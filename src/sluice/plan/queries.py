@@ -19,7 +19,7 @@ from sqlglot.optimizer.qualify import qualify
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.catalog.types import TEXT, Column, SqlType
+from sluice.catalog.types import TEXT, UNNAMED_COLUMN, Column, SqlType
 from sluice.errors import (
     AmbiguousColumn,
     FeatureNotSupported,
@@ -275,7 +275,7 @@ def _postgres_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Cast):
         # A cast is named by what it casts, or else by the type it casts to.
         inner = _postgres_name(node.this)
-        return inner if inner != "?column?" else _CAST_NAMES.get(node.to.this, node.to.this.name.lower())
+        return inner if inner != UNNAMED_COLUMN else _CAST_NAMES.get(node.to.this, node.to.this.name.lower())
     if isinstance(node, exp.Tuple):
         return "row"
     if isinstance(node, exp.Anonymous):
@@ -284,4 +284,4 @@ def _postgres_name(node: exp.Expression) -> str:
         return node.sql_name().lower()
     if isinstance(node, exp.Boolean):
         return "bool"
-    return "?column?"
+    return UNNAMED_COLUMN
