@@ -8,6 +8,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 _TEXT = exp.DataType.Type.TEXT
+# The quoting lambda's parameter: a field's text.
+_FIELD = "field_text"
 # What makes record_out quote a field: these, or the field being empty.
 _SPECIAL = r'[ \t\n\r\x0b\f",()\\]'
 
@@ -25,7 +27,7 @@ def _record(value: exp.Expression) -> exp.Expression:
     """`(f1,f2,…)` of the struct `value`, NULL when `value` is. Each field's text appears
     once (quoted by a lambda), so a nested record's expression grows linearly."""
     texts = exp.Array(expressions=[_field_text(_field(value, f)) for f in value.type.expressions])
-    quoted = exp.Anonymous(this="transform", expressions=[texts, _QUOTE])
+    quoted = exp.Anonymous(this="transform", expressions=[texts, _quoting()])
     inner = exp.Anonymous(this="array_join", expressions=[quoted, exp.Literal.string(",")])
     text = exp.Anonymous(this="concat", expressions=[exp.Literal.string("("), inner, exp.Literal.string(")")])
     return exp.If(this=exp.Anonymous(this="isnull", expressions=[value.copy()]), true=exp.Null(), false=text)
@@ -55,14 +57,15 @@ def _field_text(field: exp.Expression) -> exp.Expression:
 
 
 def _quoting() -> exp.Lambda:
-    """`x -> …`: a field's text (NULL as empty) double-quoted, `"` and `\\` doubled, when
-    record_out would quote it."""
-    x = exp.to_identifier(_FIELD)
+    """`field_text -> …`: a field's text (NULL as empty) double-quoted, `"` and `\\`
+    doubled, when record_out would quote it."""
     text = exp.column(_FIELD)
     escaped = exp.Anonymous(
         this="replace",
         expressions=[
-            exp.Anonymous(this="replace", expressions=[text.copy(), exp.Literal.string("\\"), exp.Literal.string("\\\\")]),
+            exp.Anonymous(
+                this="replace", expressions=[text.copy(), exp.Literal.string("\\"), exp.Literal.string("\\\\")]
+            ),
             exp.Literal.string('"'),
             exp.Literal.string('""'),
         ],
@@ -76,12 +79,10 @@ def _quoting() -> exp.Lambda:
         true=exp.Literal.string(""),
         false=exp.If(
             this=needs_quotes,
-            true=exp.Anonymous(this="concat", expressions=[exp.Literal.string('"'), escaped, exp.Literal.string('"')]),
+            true=exp.Anonymous(
+                this="concat", expressions=[exp.Literal.string('"'), escaped, exp.Literal.string('"')]
+            ),
             false=text,
         ),
     )
-    return exp.Lambda(this=body, expressions=[x])
-
-
-_FIELD = "field_text"
-_QUOTE = _quoting()
+    return exp.Lambda(this=body, expressions=[exp.to_identifier(_FIELD)])

@@ -83,9 +83,9 @@ def sql_type(data_type: exp.DataType | None) -> SqlType:
 
 
 def build_records(expression: exp.Expression) -> exp.Expression:
-    """Every `ROW(…)`, and every `(…)` of two or more values that is a value (not the
-    left side of a row comparison or IN, a GROUP BY list), as a struct with fields `f1`, `f2`, …, in
-    place."""
+    """Every `ROW(…)`, and every `(…)` of two or more values that is a value (not a side
+    of a row comparison, IN's left side or a GROUP BY list), as a struct with fields `f1`,
+    `f2`, …, in place."""
     records = [
         n
         for n in expression.find_all(exp.Anonymous, exp.Tuple)
@@ -101,7 +101,8 @@ def build_records(expression: exp.Expression) -> exp.Expression:
 
 
 def _is_value(node: exp.Tuple) -> bool:
-    return not isinstance(node.parent, (exp.In, exp.Binary, exp.Values, exp.Group)) or isinstance(node.parent, exp.Is)
+    compared = isinstance(node.parent, (exp.In, exp.Binary)) and not isinstance(node.parent, exp.Is)
+    return not compared and not isinstance(node.parent, (exp.Values, exp.Group))
 
 
 def resolve_pg_typeof(expression: exp.Expression) -> exp.Expression:
