@@ -362,7 +362,7 @@ class Builder:
             name, on, tuple(columns), unique=bool(unique), if_not_exists=bool(if_not_exists), span=span
         )
 
-    def unique(self, children, span):
+    def unique_index(self, children, span):
         return True
 
     def index_column(self, children, span):
