@@ -14,9 +14,11 @@ from sluice.values import pg_text
 
 
 def cells(text: str) -> int:
-    """How many terminal columns `text` takes (a control character counts as one)."""
-    width = wcswidth(text)
-    return width if width >= 0 else sum(max(wcswidth(c), 1) for c in text)
+    """How many terminal columns `text` takes after a space, where a table puts every value
+    (a control character counts as one). Measured after the space because a mark that begins
+    `text` joins the character before it and widens it: wcwidth counts it only in context."""
+    width = wcswidth(" " + text)
+    return width - 1 if width >= 0 else sum(max(wcswidth(c), 1) for c in text)
 
 
 def pad(text: str, width: int, how: str = "left") -> str:
