@@ -59,22 +59,42 @@ def avro_columns(text: str, span: Span | None) -> tuple[tuple[Column, ...], bool
 
 
 def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
-    """The columns of a Debezium envelope: the fields of its `after` record."""
+    """The columns of a Debezium envelope: the fields of its `after` record, checked as
+    Materialize checks the value's columns (an `after`; a `before`, if any, of its type)."""
     schema = parse_avro_schema(text, span)
-    mapper = _TypeMapper(span)
-    top = mapper.resolve(schema)
-    fields = top.get("fields", []) if isinstance(top, dict) and top.get("type") == "record" else []
-    if not any(f["name"] == "after" for f in fields):
+    envelope = {c.name: c for c in _TypeMapper(span).columns(schema)}
+    after = envelope.get("after")
+    if after is None:
+        raise InvalidSchema("'after' column missing from debezium input", span=span)
+    before = envelope.get("before")
+    if before is not None:
+        if before.type.name != "record":
+            raise InvalidSchema("'before' column must be of type record", span=span)
+        if (before.type, before.nullable) != (after.type, after.nullable):
+            raise InvalidSchema("'before' type differs from 'after' column", span=span)
+    if after.type.name != "record":
+        kind = _MATERIALIZE_SCALAR_NAMES.get(after.type.name, after.type.display())
         raise InvalidSchema(
-            'ENVELOPE DEBEZIUM requires a value schema with an "after" field', span=span
+            f"Incorrect type for Debezium value, expected Record, got {kind}", span=span
         )
-    # Every field in order, so that named types defined in `before` resolve in `after`.
-    types = {f["name"]: mapper.field_type(f["type"], f["name"])[0] for f in fields}
-    sql_type = types["after"]
-    if sql_type.name != "record":
-        raise InvalidSchema('the "after" field of a Debezium schema must be a record', span=span)
-    return tuple(c.as_nullable() for c in sql_type.fields)
+    return tuple(c.as_nullable() for c in after.type.fields)
 
+
+# Materialize's names of its scalar types (as its Debezium type error prints them).
+_MATERIALIZE_SCALAR_NAMES = {
+    "boolean": "Bool",
+    "integer": "Int32",
+    "bigint": "Int64",
+    "real": "Float32",
+    "double precision": "Float64",
+    "bytea": "Bytes",
+    "text": "String",
+    "jsonb": "Jsonb",
+    "date": "Date",
+    "uuid": "Uuid",
+    "list": "List",
+    "map": "Map",
+}
 
 _PRIMITIVE_TYPES = {
     "boolean": BOOLEAN,
