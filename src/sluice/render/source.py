@@ -190,9 +190,14 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     if desc.envelope == "debezium":
         after = F.col("value_data")["after"]
         names = decoded.schema["value_data"].dataType["after"].dataType.fieldNames()
-        columns += [after[name] for name in names]
+        values = [after[name] for name in names]
     else:
-        columns += _side_columns(decoded, "value", desc.value_format)
+        values = _side_columns(decoded, "value", desc.value_format)
+    if inline is not None:
+        # A value that failed to decode shows as NULLs beside its inline error, whatever
+        # its format could make of its bytes (TEXT would make a lossy string of them).
+        values = [F.when(F.col("__value_error").isNull(), v) for v in values]
+    columns += values
     columns += [F.col(_METADATA[kind]) for kind, _ in desc.metadata]
     return [c.alias(column.name) for c, column in zip(columns, item.columns, strict=True)]
 
