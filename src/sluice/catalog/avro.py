@@ -26,6 +26,7 @@ from sluice.catalog.types import (
     DATE,
     DOUBLE,
     INTEGER,
+    JSONB,
     NUMERIC,
     REAL,
     TEXT,
@@ -39,6 +40,9 @@ from sluice.catalog.types import (
     unique_columns,
 )
 from sluice.errors import FeatureNotSupported, InvalidSchema, Span
+
+# Avro strings Debezium marks as JSON documents (Kafka Connect's `connect.name`).
+DEBEZIUM_JSON = "io.debezium.data.Json"
 
 
 def parse_avro_schema(text: str, span: Span | None) -> object:
@@ -62,7 +66,7 @@ def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
     """The columns of a Debezium envelope: the fields of its `after` record, checked as
     Materialize checks the value's columns (an `after`; a `before`, if any, of its type)."""
     schema = parse_avro_schema(text, span)
-    envelope = {c.name: c for c in _TypeMapper(span).columns(schema)}
+    envelope = {c.name: c for c in _TypeMapper(span, json_in=("before", "after")).columns(schema)}
     after = envelope.get("after")
     if after is None:
         raise InvalidSchema("'after' column missing from debezium input", span=span)
@@ -121,10 +125,14 @@ _LOGICAL_TYPES = {
 class _TypeMapper:
     """Avro schema JSON → SQL types, resolving named types in their namespaces."""
 
-    def __init__(self, span: Span | None) -> None:
+    def __init__(self, span: Span | None, json_in: tuple[str, ...] = ()) -> None:
+        """Debezium JSON strings are jsonb where they become the source's own columns: in
+        the top-level record, and in its records named by `json_in` (a Debezium envelope's
+        `before` and `after`); deeper, they stay text."""
         self.span = span
         self.named: dict[str, dict] = {}
         self.expanding: set[str] = set()
+        self.json_in = json_in
 
     def columns(self, schema: object) -> tuple[Column, ...]:
         top = self.resolve(schema)
@@ -139,7 +147,7 @@ class _TypeMapper:
                     sql_type, _ = self.field_type(branch, f["name"])
                     out.append(Column(f"{f['name']}{i}", sql_type, True))
             else:
-                sql_type, nullable = self.field_type(f["type"], f["name"])
+                sql_type, nullable = self.field_type(f["type"], f["name"], json=True)
                 out.append(Column(f["name"], sql_type, nullable))
         return unique_columns([(c, self.span) for c in out])
 
@@ -163,8 +171,11 @@ class _TypeMapper:
             self.named.setdefault(name, avro_type)
         return avro_type
 
-    def field_type(self, avro_type: object, field: str, namespace: str = "") -> tuple[SqlType, bool]:
-        """The SQL type of an Avro type and whether it is nullable."""
+    def field_type(
+        self, avro_type: object, field: str, namespace: str = "", json: bool = False
+    ) -> tuple[SqlType, bool]:
+        """The SQL type of an Avro type and whether it is nullable (`json`: whether a
+        Debezium JSON string here is jsonb)."""
         if isinstance(avro_type, list):
             branches = self._non_null_branches(avro_type)
             if len(branches) != 1:
@@ -173,7 +184,7 @@ class _TypeMapper:
                     "supported for top-level fields",
                     span=self.span,
                 )
-            sql_type, _ = self.field_type(branches[0], field, namespace)
+            sql_type, _ = self.field_type(branches[0], field, namespace, json)
             return sql_type, "null" in avro_type
         resolved = self.resolve(avro_type, namespace)
         if isinstance(resolved, str):
@@ -190,8 +201,10 @@ class _TypeMapper:
         if logical is not None:
             return logical, False
         kind = resolved.get("type")
+        if kind == "string" and resolved.get("connect.name") == DEBEZIUM_JSON:
+            return (JSONB if json else TEXT), False
         if kind == "record":
-            return self._record(resolved, namespace), False
+            return self._record(resolved, namespace, json and field in self.json_in), False
         if kind == "enum":
             return TEXT, False
         if kind == "fixed":
@@ -204,7 +217,7 @@ class _TypeMapper:
             return SqlType("map", element=value), False
         return self.field_type(kind, field, namespace)
 
-    def _record(self, schema: dict, namespace: str) -> SqlType:
+    def _record(self, schema: dict, namespace: str, json: bool = False) -> SqlType:
         name = schema["name"]
         if name in self.expanding:
             raise FeatureNotSupported(f'recursive Avro type "{name}" is not supported', span=self.span)
@@ -212,7 +225,7 @@ class _TypeMapper:
         ns = schema.get("namespace", namespace)
         fields = []
         for f in schema.get("fields", []):
-            sql_type, nullable = self.field_type(f["type"], f["name"], ns)
+            sql_type, nullable = self.field_type(f["type"], f["name"], ns, json)
             fields.append(Column(f["name"], sql_type, nullable))
         self.expanding.discard(name)
         return record(*fields)

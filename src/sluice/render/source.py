@@ -190,7 +190,7 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     if desc.envelope == "debezium":
         after = F.col("value_data")["after"]
         names = decoded.schema["value_data"].dataType["after"].dataType.fieldNames()
-        values = [after[name] for name in names]
+        values = _as_typed([after[name] for name in names], desc.value_format.debezium_columns(None))
     else:
         values = _side_columns(decoded, "value", desc.value_format)
     if inline is not None:
@@ -395,4 +395,10 @@ def _side_columns(raw: DataFrame, side: str, fmt: Format) -> list[SparkColumn]:
             columns += [value[name][b] for b in branches]
         else:
             columns.append(value[name])
-    return columns
+    return _as_typed(columns, fmt.columns)
+
+
+def _as_typed(fields: list[SparkColumn], columns) -> list[SparkColumn]:
+    """Record fields as their columns: a jsonb column (a Debezium JSON string, which the
+    decoder checked is a JSON document) is the string made a variant."""
+    return [F.parse_json(f) if c.type.name == "jsonb" else f for f, c in zip(fields, columns, strict=True)]
