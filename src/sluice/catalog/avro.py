@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 
-import fastavro
 from fastavro.schema import SchemaParseException
 
 from sluice.catalog.types import (
@@ -40,15 +39,13 @@ from sluice.catalog.types import (
     unique_columns,
 )
 from sluice.errors import FeatureNotSupported, InvalidSchema, Span
-
-# Avro strings Debezium marks as JSON documents (Kafka Connect's `connect.name`).
-DEBEZIUM_JSON = "io.debezium.data.Json"
+from sluice.kafka.decode import DEBEZIUM_JSON, parse_schema
 
 
 def parse_avro_schema(text: str, span: Span | None) -> object:
     try:
         schema = json.loads(text)
-        fastavro.parse_schema(schema)
+        parse_schema(schema)
     except (ValueError, SchemaParseException, TypeError, KeyError, AttributeError) as e:
         raise InvalidSchema(f"invalid Avro schema: {e}", span=span) from None
     return schema

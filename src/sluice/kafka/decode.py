@@ -403,7 +403,8 @@ def _decimal_leaf(precision: int, scale: int, path: tuple) -> _Leaf:
     return _Leaf(path, problem)
 
 
-# Avro strings Debezium marks as JSON documents: jsonb columns, as Materialize reads them.
+# Avro strings Debezium marks as JSON documents (Kafka Connect's `connect.name`): jsonb
+# columns, as Materialize reads them.
 DEBEZIUM_JSON = "io.debezium.data.Json"
 
 
@@ -555,6 +556,13 @@ def _unbounded(schema: Any) -> str | None:
     return walk(schema)
 
 
+def parse_schema(schema: Any, named_schemas: dict | None = None) -> Any:
+    """An Avro schema as fastavro reads it, taking the field defaults Materialize takes:
+    fastavro refuses a primitive default of another JSON type (`1.0` for an int, `null`
+    for a string), which Materialize only reads when a writer schema lacks the field."""
+    return fastavro.parse_schema(schema, named_schemas, _ignore_default_error=True)
+
+
 class _AvroFraming(ValueError):
     pass
 
@@ -577,7 +585,7 @@ class AvroDecoder(_Decoder):
     def __post_init__(self) -> None:
         schema = json.loads(self.schema_json)
         named: dict[str, Any] = {}
-        self.reader_schema = fastavro.parse_schema(_plain(schema), named_schemas=named)
+        self.reader_schema = parse_schema(_plain(schema), named)
         self.writers: dict[int, Any] = {}
         shape = _ArrowShape()
         self.plain_type, self.arrow_type = shape.of(schema)
@@ -598,7 +606,7 @@ class AvroDecoder(_Decoder):
             try:
                 registry = SchemaRegistry(self.registry_url, *(self.registry_login or ()))
                 text = registry.writer_schema(schema_id, self.retry)
-                self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
+                self.writers[schema_id] = parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e
         writer = self.writers[schema_id]
@@ -620,7 +628,7 @@ class AvroDecoder(_Decoder):
         """The writer schema as fastavro reads it (logical types left plain), once per writer."""
         if id(writer) not in self.readable:
             try:
-                self.readable[id(writer)] = self._bounded(fastavro.parse_schema(_plain(writer)))
+                self.readable[id(writer)] = self._bounded(parse_schema(_plain(writer)))
             except RecursionError:
                 self.readable[id(writer)] = _AvroFraming("writer schema nests too deeply")
         readable = self.readable[id(writer)]
