@@ -21,8 +21,10 @@ from sluice.kafka.decode import (
     CsvDecoder,
     JsonDecoder,
     describe_bytes,
+    parse_schema,
 )
 from sluice.kafka.embedded import produce
+from sluice.kafka.encode import avro_datum
 from sluice.kafka.reader import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
 from tests import poison
@@ -303,6 +305,28 @@ def test_jsonb_numbers_are_numerics(number: str, fits: bool) -> None:
     if not fits:
         shown = number if len(number) <= 40 else number[:40] + "…"
         assert error.startswith(f'Failed to decode JSON: "{shown}" is out of range for type numeric (')
+
+
+def test_avro_defaults_of_another_type_are_taken_and_unused() -> None:
+    """A reader schema whose defaults fastavro would refuse is taken, as Materialize takes
+    it; a writer schema without such a field is its messages' error, a good default is used."""
+    reader = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": "long"},
+        {"name": "i", "type": "int", "default": 1.0},
+        {"name": "s", "type": "string", "default": None},
+        {"name": "n", "type": ["null", "long"], "default": None},
+    ]}
+    writer = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
+    decoder = AvroDecoder(json.dumps(reader), registry_url="http://registry.invalid")
+    decoder.writers[1] = parse_schema(writer)
+    payload = b"\x00\x00\x00\x00\x01" + avro_datum(parse_schema(writer), {"a": 5})
+    assert error_of(decoder, payload).startswith(
+        "avro deserialization error: SchemaResolutionError: No default value for field i in r ("
+    )
+    usable = {**reader, "fields": [reader["fields"][0], reader["fields"][3]]}
+    decoder = AvroDecoder(json.dumps(usable), registry_url="http://registry.invalid")
+    decoder.writers[1] = parse_schema(writer)
+    assert outcomes(decoder, [payload]) == [({"a": 5, "n": None}, None)]
 
 
 def avro_error(schema: dict, payload: bytes) -> str | None:

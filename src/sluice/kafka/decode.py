@@ -559,8 +559,37 @@ def _unbounded(schema: Any) -> str | None:
 def parse_schema(schema: Any, named_schemas: dict | None = None) -> Any:
     """An Avro schema as fastavro reads it, taking the field defaults Materialize takes:
     fastavro refuses a primitive default of another JSON type (`1.0` for an int, `null`
-    for a string), which Materialize only reads when a writer schema lacks the field."""
-    return fastavro.parse_schema(schema, named_schemas, _ignore_default_error=True)
+    for a string), which Materialize reads only when a writer schema lacks the field.
+    Such a default is dropped: reading a writer without the field is then that message's
+    decode error, never a value of another type (or a NULL) in the column."""
+    return fastavro.parse_schema(_usable_defaults(schema), named_schemas)
+
+
+_DEFAULT_TYPES = {
+    "null": type(None),
+    "boolean": bool,
+    "int": int,
+    "long": int,
+    "float": (int, float),
+    "double": (int, float),
+    "string": str,
+    "bytes": str,
+}
+
+
+def _usable_defaults(schema: Any) -> Any:
+    """`schema` without the field defaults that do not match their primitive type."""
+    if isinstance(schema, list):
+        return [_usable_defaults(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _usable_defaults(v) for k, v in schema.items()}
+    if "default" in out and "type" in out and "name" in out and schema.get("type") != "record":
+        branches = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        kinds = [_DEFAULT_TYPES.get(b) if isinstance(b, str) else None for b in branches]
+        if None not in kinds and not any(isinstance(out["default"], k) for k in kinds):
+            del out["default"]
+    return out
 
 
 class _AvroFraming(ValueError):
