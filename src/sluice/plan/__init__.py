@@ -60,8 +60,11 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     if isinstance(statement, ast.Explain):
         return _explain(statement, catalog, facts)
     if isinstance(statement, ast.CreateConnection) and statement.validate:
-        created = _create(statement, "CREATE CONNECTION", catalog, lambda: (connections.plan_create_connection(statement, catalog),))
-        return created if isinstance(created, NoticePlan) else ValidatePlan(created.items[0], created.status, created)
+        build = lambda: (connections.plan_create_connection(statement, catalog),)  # noqa: E731
+        created = _create(statement, "CREATE CONNECTION", catalog, build)
+        if isinstance(created, NoticePlan):
+            return created
+        return ValidatePlan(created.items[0], created.status, created)
     if isinstance(statement, ast.ValidateConnection):
         return ValidatePlan(resolve(catalog, statement.name, kinds.CONNECTION), "VALIDATE CONNECTION")
     if isinstance(statement, tuple(_CREATES)):
