@@ -60,8 +60,9 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     if isinstance(statement, ast.Explain):
         return _explain(statement, catalog, facts)
     if isinstance(statement, ast.CreateConnection) and statement.validate:
-        build = lambda: (connections.plan_create_connection(statement, catalog),)  # noqa: E731
-        created = _create(statement, "CREATE CONNECTION", catalog, build)
+        created = _create(
+            statement, "CREATE CONNECTION", catalog, lambda: (connections.plan_create_connection(statement, catalog),)
+        )
         if isinstance(created, NoticePlan):
             return created
         return ValidatePlan(created.items[0], created.status, created)
