@@ -21,8 +21,10 @@ from sluice.kafka.decode import (
     CsvDecoder,
     JsonDecoder,
     describe_bytes,
+    parse_schema,
 )
 from sluice.kafka.embedded import produce
+from sluice.kafka.encode import avro_datum
 from sluice.kafka.reader import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
 from tests import poison
@@ -275,9 +277,8 @@ def test_json_nested_past_serde_jsons_limit_is_an_error_naming_the_bracket() -> 
 
 def test_json_that_spark_would_refuse_is_an_error() -> None:
     decoder = JsonDecoder()
-    assert error_of(decoder, b"[1e400]").startswith("Failed to decode JSON: number out of range: 1e400 (")
-    assert error_of(decoder, b"1" * 1001).startswith("Failed to decode JSON: number out of range: " + "1" * 40 + "…")
-    assert error_of(decoder, b"1" * 308) is None
+    assert error_of(decoder, b"[1e400]").startswith('Failed to decode JSON: "1e400" is out of range for type numeric (')
+    assert error_of(decoder, b"1" * 1001).startswith(f'Failed to decode JSON: "{"1" * 40}…" is out of range for type numeric')
     assert error_of(decoder, b'{"x": "\\udc00"}').startswith("Failed to decode JSON: unpaired surrogate in hex escape")
     assert error_of(decoder, b'"\\ud83d\\ude00"') is None
     assert error_of(decoder, b'{"' + b"k" * 50_001 + b'": 1}').startswith(
@@ -289,6 +290,43 @@ def test_json_that_spark_would_refuse_is_an_error() -> None:
     )
     # PostgreSQL's jsonb (and Spark, as sluice sets it up) keeps a repeated key's last value.
     assert outcomes(decoder, [b'{"a": 1, "a": 2}']) == [('{"a": 1, "a": 2}', None)]
+
+
+@pytest.mark.parametrize(
+    "number, fits",
+    [("4.9E-324", False), ("1e-40", False), ("1e-39", True), ("-1E-39", True), ("0e-400", True),
+     ("9" * 39, True), ("1" + "0" * 39, False), ("1e39", False), ("-9.99e38", True), ("0.5", True),
+     ("0." + "0" * 39 + "1", False), ("12345678901234567890.123456789012345678901234", True)],
+)
+def test_jsonb_numbers_are_numerics(number: str, fits: bool) -> None:
+    """Materialize's jsonb numbers are numeric: 39 digits, 1e-39 ≤ |x| < 1e39 (or 0)."""
+    error = error_of(JsonDecoder(), f'{{"n": [{number}]}}'.encode())
+    assert (error is None) == fits
+    if not fits:
+        shown = number if len(number) <= 40 else number[:40] + "…"
+        assert error.startswith(f'Failed to decode JSON: "{shown}" is out of range for type numeric (')
+
+
+def test_avro_defaults_of_another_type_are_taken_and_unused() -> None:
+    """A reader schema whose defaults fastavro would refuse is taken, as Materialize takes
+    it; a writer schema without such a field is its messages' error, a good default is used."""
+    reader = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": "long"},
+        {"name": "i", "type": "int", "default": 1.0},
+        {"name": "s", "type": "string", "default": None},
+        {"name": "n", "type": ["null", "long"], "default": None},
+    ]}
+    writer = {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}
+    decoder = AvroDecoder(json.dumps(reader), registry_url="http://registry.invalid")
+    decoder.writers[1] = parse_schema(writer)
+    payload = b"\x00\x00\x00\x00\x01" + avro_datum(parse_schema(writer), {"a": 5})
+    assert error_of(decoder, payload).startswith(
+        "avro deserialization error: SchemaResolutionError: No default value for field i in r ("
+    )
+    usable = {**reader, "fields": [reader["fields"][0], reader["fields"][3]]}
+    decoder = AvroDecoder(json.dumps(usable), registry_url="http://registry.invalid")
+    decoder.writers[1] = parse_schema(writer)
+    assert outcomes(decoder, [payload]) == [({"a": 5, "n": None}, None)]
 
 
 def avro_error(schema: dict, payload: bytes) -> str | None:

@@ -116,6 +116,12 @@ def test_json_rows_round_trip_through_the_readers_decoder(row) -> None:
     columns, values = row
     payload = Json.for_sink(columns, None, None).encode(values)
     data, errors = JsonDecoder().columns([payload], [0])
+    # jsonb numbers are numeric (as in Materialize): a double beyond numeric's range
+    # (1e-39 ≤ |x| < 1e39) does not read back.
+    doubles = [Decimal(repr(v)) for v in values if isinstance(v, float)]
+    if not all(d.is_zero() or -39 <= d.adjusted() < 39 for d in doubles):
+        assert "is out of range for type numeric" in errors.to_pylist()[0]
+        return
     assert errors.to_pylist() == [None]
     assert json.loads(data.to_pylist()[0]) == {c.name: v for c, v in zip(columns, values, strict=True)}
 

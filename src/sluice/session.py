@@ -44,6 +44,7 @@ from sluice.plan import (
     SecretPlan,
     StatisticsPlan,
     SubscribePlan,
+    ValidatePlan,
     WritePlan,
     plan,
     registry_subjects,
@@ -79,7 +80,8 @@ class Result:
 
 class Session:
     """`check_kafka=False` never talks to Kafka for DDL: sources are planned without asking
-    whether their topic exists, and a materialized view's ingestion starts with the first
+    whether their topic exists, connections are not validated (VALIDATE CONNECTION checks
+    nothing), and a materialized view's ingestion starts with the first
     statement that reads data rather than at CREATE (`sluice plan`, tests of planning).
     `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
     `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
@@ -194,7 +196,7 @@ class Session:
         created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, ValidatePlan))
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -258,6 +260,10 @@ class Session:
                 updated = self.catalog.current
                 start_ingestion(self._streams(), updated, updated.upstream_sources(views))
             return Result(planned.status)
+        if isinstance(planned, ValidatePlan):
+            if self.check_kafka:
+                self._validate(planned.connection)
+            return self.apply(planned.then, statement) if planned.then else Result(planned.status)
         if isinstance(planned, SecretPlan):
             self.secrets.write(planned.secret_id, planned.value)
             if planned.item is not None:
@@ -373,6 +379,18 @@ class Session:
             schemas[(connection_name, subject)] = RegistrySchema(schema_id, schema)
         return Facts(schemas, topic_lows)
 
+
+    def _validate(self, connection) -> None:
+        """Reach a Kafka connection's brokers as Materialize validates a connection."""
+        if connection.details.connection_type != kinds.KAFKA:
+            raise FeatureNotSupported("validating a schema registry connection is not supported")
+        from sluice.kafka.client import KafkaReadError, connection_config, validate_connection
+
+        options = connection_options(connection.details, self.catalog.current)
+        try:
+            validate_connection(",".join(connection.details.brokers), connection_config(options.all()))
+        except KafkaReadError as e:
+            raise ExternalSystemError(str(e)) from None
 
     def _check_topic(self, statement: ast.Statement) -> tuple[tuple[int, int], ...]:
         """A source's topic must exist when the source is created: its partitions' low

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 
-import fastavro
 from fastavro.schema import SchemaParseException
 
 from sluice.catalog.types import (
@@ -26,6 +25,7 @@ from sluice.catalog.types import (
     DATE,
     DOUBLE,
     INTEGER,
+    JSONB,
     NUMERIC,
     REAL,
     TEXT,
@@ -40,12 +40,13 @@ from sluice.catalog.types import (
     unique_columns,
 )
 from sluice.errors import FeatureNotSupported, InvalidSchema, Span
+from sluice.kafka.decode import DEBEZIUM_JSON, parse_schema
 
 
 def parse_avro_schema(text: str, span: Span | None) -> object:
     try:
         schema = json.loads(text)
-        fastavro.parse_schema(schema)
+        parse_schema(schema)
     except (ValueError, SchemaParseException, TypeError, KeyError, AttributeError) as e:
         raise InvalidSchema(f"invalid Avro schema: {e}", span=span) from None
     return schema
@@ -60,22 +61,42 @@ def avro_columns(text: str, span: Span | None) -> tuple[tuple[Column, ...], bool
 
 
 def debezium_columns(text: str, span: Span | None) -> tuple[Column, ...]:
-    """The columns of a Debezium envelope: the fields of its `after` record."""
+    """The columns of a Debezium envelope: the fields of its `after` record, checked as
+    Materialize checks the value's columns (an `after`; a `before`, if any, of its type)."""
     schema = parse_avro_schema(text, span)
-    mapper = _TypeMapper(span)
-    top = mapper.resolve(schema)
-    fields = top.get("fields", []) if isinstance(top, dict) and top.get("type") == "record" else []
-    if not any(f["name"] == "after" for f in fields):
+    envelope = {c.name: c for c in _TypeMapper(span, json_in=("before", "after")).columns(schema)}
+    after = envelope.get("after")
+    if after is None:
+        raise InvalidSchema("'after' column missing from debezium input", span=span)
+    before = envelope.get("before")
+    if before is not None:
+        if before.type.name != "record":
+            raise InvalidSchema("'before' column must be of type record", span=span)
+        if (before.type, before.nullable) != (after.type, after.nullable):
+            raise InvalidSchema("'before' type differs from 'after' column", span=span)
+    if after.type.name != "record":
+        kind = _MATERIALIZE_SCALAR_NAMES.get(after.type.name, after.type.display())
         raise InvalidSchema(
-            'ENVELOPE DEBEZIUM requires a value schema with an "after" field', span=span
+            f"Incorrect type for Debezium value, expected Record, got {kind}", span=span
         )
-    # Every field in order, so that named types defined in `before` resolve in `after`.
-    types = {f["name"]: mapper.field_type(f["type"], f["name"])[0] for f in fields}
-    sql_type = types["after"]
-    if sql_type.name != "record":
-        raise InvalidSchema('the "after" field of a Debezium schema must be a record', span=span)
-    return tuple(c.as_nullable() for c in sql_type.fields)
+    return tuple(c.as_nullable() for c in after.type.fields)
 
+
+# Materialize's names of its scalar types (as its Debezium type error prints them).
+_MATERIALIZE_SCALAR_NAMES = {
+    "boolean": "Bool",
+    "integer": "Int32",
+    "bigint": "Int64",
+    "real": "Float32",
+    "double precision": "Float64",
+    "bytea": "Bytes",
+    "text": "String",
+    "jsonb": "Jsonb",
+    "date": "Date",
+    "uuid": "Uuid",
+    "list": "List",
+    "map": "Map",
+}
 
 _PRIMITIVE_TYPES = {
     "boolean": BOOLEAN,
@@ -102,10 +123,14 @@ _LOGICAL_TYPES = {
 class _TypeMapper:
     """Avro schema JSON → SQL types, resolving named types in their namespaces."""
 
-    def __init__(self, span: Span | None) -> None:
+    def __init__(self, span: Span | None, json_in: tuple[str, ...] = ()) -> None:
+        """Debezium JSON strings are jsonb where they become the source's own columns: in
+        the top-level record, and in its records named by `json_in` (a Debezium envelope's
+        `before` and `after`); deeper, they stay text."""
         self.span = span
         self.named: dict[str, dict] = {}
         self.expanding: set[str] = set()
+        self.json_in = json_in
 
     def columns(self, schema: object) -> tuple[Column, ...]:
         top = self.resolve(schema)
@@ -121,7 +146,7 @@ class _TypeMapper:
                     sql_type, _ = self.field_type(branch, f["name"])
                     out.append(Column(f"{f['name']}{i}", sql_type, True))
             else:
-                sql_type, nullable = self.field_type(f["type"], f["name"])
+                sql_type, nullable = self.field_type(f["type"], f["name"], json=True)
                 out.append(Column(f["name"], sql_type, nullable))
         return unique_columns([(c, self.span) for c in out])
 
@@ -145,8 +170,11 @@ class _TypeMapper:
             self.named.setdefault(name, avro_type)
         return avro_type
 
-    def field_type(self, avro_type: object, field: str, namespace: str = "") -> tuple[SqlType, bool]:
-        """The SQL type of an Avro type and whether it is nullable."""
+    def field_type(
+        self, avro_type: object, field: str, namespace: str = "", json: bool = False
+    ) -> tuple[SqlType, bool]:
+        """The SQL type of an Avro type and whether it is nullable (`json`: whether a
+        Debezium JSON string here is jsonb)."""
         if isinstance(avro_type, list):
             branches = self._non_null_branches(avro_type)
             if len(branches) != 1:
@@ -155,7 +183,7 @@ class _TypeMapper:
                     "supported for top-level fields",
                     span=self.span,
                 )
-            sql_type, _ = self.field_type(branches[0], field, namespace)
+            sql_type, _ = self.field_type(branches[0], field, namespace, json)
             return sql_type, "null" in avro_type
         resolved = self.resolve(avro_type, namespace)
         if isinstance(resolved, str):
@@ -172,8 +200,10 @@ class _TypeMapper:
         if logical is not None:
             return logical, False
         kind = resolved.get("type")
+        if kind == "string" and resolved.get("connect.name") == DEBEZIUM_JSON:
+            return (JSONB if json else TEXT), False
         if kind == "record":
-            return self._record(resolved, namespace), False
+            return self._record(resolved, namespace, json and field in self.json_in), False
         if kind == "enum":
             return TEXT, False
         if kind == "fixed":
@@ -186,7 +216,7 @@ class _TypeMapper:
             return SqlType("map", element=value), False
         return self.field_type(kind, field, namespace)
 
-    def _record(self, schema: dict, namespace: str) -> SqlType:
+    def _record(self, schema: dict, namespace: str, json: bool = False) -> SqlType:
         name = schema["name"]
         if name in self.expanding:
             raise FeatureNotSupported(f'recursive Avro type "{name}" is not supported', span=self.span)
@@ -194,7 +224,7 @@ class _TypeMapper:
         ns = schema.get("namespace", namespace)
         fields = []
         for f in schema.get("fields", []):
-            sql_type, nullable = self.field_type(f["type"], f["name"], ns)
+            sql_type, nullable = self.field_type(f["type"], f["name"], ns, json)
             fields.append(Column(f["name"], sql_type, nullable))
         self.expanding.discard(name)
         return record(*fields)

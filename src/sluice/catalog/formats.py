@@ -241,6 +241,8 @@ class Csv(Format):
         delimiter = "," if node.delimiter is None else node.delimiter.value
         if len(delimiter) != 1:
             raise InvalidParameterValue("CSV delimiter must be a single character", span=node.delimiter.span)
+        if not delimiter.isascii():
+            raise InvalidParameterValue("CSV delimiter must be an ASCII character", span=node.delimiter.span)
         if node.header is not None:
             names = [(i.value, i.span) for i in node.header]
         else:

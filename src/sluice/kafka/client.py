@@ -9,6 +9,8 @@ under the source's `RetryPolicy` where one is given.
 from __future__ import annotations
 
 import logging
+import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -132,6 +134,72 @@ def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> 
     except (KafkaException, ValueError, TypeError) as e:
         reason = e.args[0].str() if isinstance(e, KafkaException) else str(e)
         raise KafkaReadError(f"invalid connection configuration: {reason}") from None
+
+
+# What librdkafka reports of a connection that fails, in Materialize's words (its
+# MzKafkaError): the first pattern found in an error names it.
+_VALIDATION_FAILURES = (
+    ("Authentication failed: Invalid username or password", "Invalid username or password"),
+    ("broker certificate could not be verified", "Invalid CA certificate"),
+    ("connecting to a SSL listener?", "Disconnected during handshake; broker might require SSL encryption"),
+    ("client SSL authentication might be required", "SSL authentication required"),
+    ("connecting to a PLAINTEXT broker listener", "Broker does not support SSL connections"),
+    ("Broker did not provide a certificate", "Broker did not provide a certificate"),
+    ("Failed to verify broker certificate: ", "Failed to verify broker certificate"),
+    ("request(s) timed out: disconnect", "Connection timeout"),
+    ("Failed to resolve", "Failed to resolve hostname"),
+    ("mechanism handshake failed:", "Unsupported SASL mechanism"),
+    ("broker might require SASL authentication", "SASL authentication required"),
+    ("SASL authentication error: Authentication failed", "SASL authentication failed"),
+    ("probably due to broker version < 0.10", "Unsupported broker version"),
+    ("Disconnected while requesting ApiVersion", "Broker transport failure"),
+    ("Broker transport failure", "Broker transport failure"),
+    ("Connection refused", "Broker transport failure"),
+)
+_CONNECTION_RESETS = ("Send failed: ", "Receive failed: ")
+_ALL_BROKERS_DOWN = re.compile(r"(\d+)/\1 brokers are down")
+VALIDATE_TIMEOUT_SECONDS = 10.0
+
+
+def validation_failure(text: str) -> str | None:
+    """Materialize's words for a librdkafka error text, None for one it has none for."""
+    for pattern, words in _VALIDATION_FAILURES:
+        if pattern in text:
+            return words
+    for prefix in _CONNECTION_RESETS:
+        if prefix in text:
+            return f"Connection reset: {text.split(prefix, 1)[1]}"
+    return "All brokers down" if _ALL_BROKERS_DOWN.search(text) else None
+
+
+def validate_connection(bootstrap: str, config: dict, timeout: float = VALIDATE_TIMEOUT_SECONDS) -> None:
+    """Reach the brokers as Materialize validates a Kafka connection (a metadata request),
+    or raise `KafkaReadError` with Materialize's words for why not. A failure librdkafka
+    reports (a refused port, an unknown host, a refused login) ends the wait at once; a
+    broker that never answers, after `timeout`."""
+    reported: list[str] = []
+    client = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "sluice", "logger": LOG,
+         "error_cb": lambda error: reported.append(error.str()), **config}
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                client.list_topics(timeout=0.2)
+                return
+            except KafkaException as e:
+                last = e.args[0].str()
+            client.poll(0)  # serves the error callback
+            known = next(filter(None, map(validation_failure, reported)), None)
+            if known is not None:
+                raise KafkaReadError(known)
+            if time.monotonic() >= deadline:
+                raise KafkaReadError(
+                    f"Internal kafka error: {reported[0]}" if reported else f"Meta data fetch error: {last}"
+                )
+    finally:
+        client.close()
 
 
 class TopicWatermarks:

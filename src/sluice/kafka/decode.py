@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
 import struct
 from collections.abc import Callable, Sequence
@@ -97,23 +96,25 @@ JSON_MAX_DEPTH = 127
 # constraints, the variant builder's size limit): refused here first, since a text this
 # decoder accepts becomes a variant on Spark, and a refusal there fails the whole task.
 # Numbers: at most 1000 characters, finite as a double (Spark reads a longer one as
-# `Infinity`, silently); keys: at most 50,000 UTF-16 units. A document of at most 16 MiB
+# `Infinity`, silently) and within numeric's range, as jsonb numbers are numeric in
+# Materialize (1e-39 ≤ |x| < 1e39, or 0); keys: at most 50,000 UTF-16 units. A document of at most 16 MiB
 # holds no string beyond Jackson's 20 million units and makes a variant (a few times the
 # text at most) below its 128 MiB limit.
 JSON_MAX_BYTES = 16 * 1024 * 1024
 JSON_MAX_NUMBER_LENGTH = 1000
+NUMERIC_MAX_PRECISION = 39
 JSON_MAX_KEY_LENGTH = 50_000
 
 # A string (an unterminated one runs to the end, so that no quote is scanned twice) or a
 # bracket.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*\\?(?:"|\Z)|[\[\]{}]', re.DOTALL)
 # A text read with every digit as 0, E as e, D as d and no signs: before a number can
-# leave a double's range or exceed the length limit, it holds a run of 100 digits or an
-# exponent of three (`e000`); before a string holds an unpaired surrogate, an escaped
+# leave numeric's range or exceed the length limit, it holds a run of 39 digits or an
+# exponent of two (`e00`); before a string holds an unpaired surrogate, an escaped
 # surrogate (`\ud`). Three substring searches, where a regular expression costs more than
 # parsing the text.
 _SCREEN = bytes.maketrans(b"123456789ED", b"000000000ed")
-_DIGITS_100 = b"0" * 100
+_DIGITS_RUN = b"0" * NUMERIC_MAX_PRECISION
 
 
 def _reject_constant(name: str) -> None:
@@ -124,16 +125,16 @@ def _json_number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """A number hook for the JSON parser refusing what Spark cannot hold."""
 
     def checked(literal: str):
-        if len(literal) <= JSON_MAX_NUMBER_LENGTH:
-            value = convert(literal)
-            try:
-                if math.isfinite(float(value)):
-                    return value
-            except OverflowError:
-                pass
-        raise ValueError(f"number out of range: {_clipped(literal)}")
+        if len(literal) <= JSON_MAX_NUMBER_LENGTH and _numeric_fits(Decimal(literal)):
+            return convert(literal)
+        # Materialize's text for a jsonb number numeric cannot hold.
+        raise ValueError(f'"{_clipped(literal)}" is out of range for type numeric')
 
     return checked
+
+
+def _numeric_fits(number: Decimal) -> bool:
+    return number.is_zero() or -NUMERIC_MAX_PRECISION <= number.adjusted() < NUMERIC_MAX_PRECISION
 
 
 # Made once: `json.loads` with hooks makes a parser per call, costing a third of a parse.
@@ -202,7 +203,7 @@ def _may_be_unrepresentable(payload: bytes) -> bool:
     if len(payload) > JSON_MAX_KEY_LENGTH:
         return True
     screened = payload.translate(_SCREEN, b"+-")
-    return b"\\ud" in screened or b"e000" in screened or _DIGITS_100 in screened
+    return b"\\ud" in screened or b"e00" in screened or _DIGITS_RUN in screened
 
 
 def _json_problem(payload: bytes, text: str) -> str | None:
@@ -402,6 +403,34 @@ def _decimal_leaf(precision: int, scale: int, path: tuple) -> _Leaf:
     return _Leaf(path, problem)
 
 
+# Avro strings Debezium marks as JSON documents (Kafka Connect's `connect.name`): jsonb
+# columns, as Materialize reads them.
+DEBEZIUM_JSON = "io.debezium.data.Json"
+
+
+def _debezium_json_problem(value: Any) -> str | None:
+    """Materialize's text for a Debezium JSON string that is not a JSON document jsonb
+    holds: serde_json's category of the failure (Eof, Syntax or Data)."""
+    if not isinstance(value, str):
+        return None
+    problem = _json_problem(value.encode("utf-8", "surrogatepass"), value)
+    if problem is None:
+        return None
+    if problem.startswith("recursion limit"):
+        category = "Syntax"
+    else:
+        try:
+            _JSON.decode(value)
+            category = "Data"  # parsed, but holds what jsonb cannot (a number, a key)
+        except ValueError as e:
+            category = "Eof" if getattr(e, "pos", 0) >= len(value.rstrip()) else "Syntax"
+    return f"Json decoding failed: {category}"
+
+
+def _debezium_json_fits(column: pa.Array) -> bool:
+    return all(_debezium_json_problem(v) is None for v in column.to_pylist())
+
+
 @dataclass
 class _ArrowShape:
     """The Arrow types of an Avro schema's datums — as fastavro reads them with the logical
@@ -435,6 +464,9 @@ class _ArrowShape:
             decimal = pa.decimal128(precision, scale)
             return decimal, decimal
         kind = schema.get("type")
+        if kind == "string" and schema.get("connect.name") == DEBEZIUM_JSON:
+            self.leaves.append(_Leaf(path, _debezium_json_problem, _debezium_json_fits))
+            return pa.string(), pa.string()
         if kind in ("record", "enum", "fixed"):
             self.named[schema["name"].rsplit(".", 1)[-1]] = schema
         if kind == "record":
@@ -524,6 +556,42 @@ def _unbounded(schema: Any) -> str | None:
     return walk(schema)
 
 
+def parse_schema(schema: Any, named_schemas: dict | None = None) -> Any:
+    """An Avro schema as fastavro reads it, taking the field defaults Materialize takes:
+    fastavro refuses a primitive default of another JSON type (`1.0` for an int, `null`
+    for a string), which Materialize reads only when a writer schema lacks the field.
+    Such a default is dropped: reading a writer without the field is then that message's
+    decode error, never a value of another type (or a NULL) in the column."""
+    return fastavro.parse_schema(_usable_defaults(schema), named_schemas)
+
+
+_DEFAULT_TYPES = {
+    "null": type(None),
+    "boolean": bool,
+    "int": int,
+    "long": int,
+    "float": (int, float),
+    "double": (int, float),
+    "string": str,
+    "bytes": str,
+}
+
+
+def _usable_defaults(schema: Any) -> Any:
+    """`schema` without the field defaults that do not match their primitive type."""
+    if isinstance(schema, list):
+        return [_usable_defaults(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _usable_defaults(v) for k, v in schema.items()}
+    if "default" in out and "type" in out and "name" in out and schema.get("type") != "record":
+        branches = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        kinds = [_DEFAULT_TYPES.get(b) if isinstance(b, str) else None for b in branches]
+        if None not in kinds and not any(isinstance(out["default"], k) for k in kinds):
+            del out["default"]
+    return out
+
+
 class _AvroFraming(ValueError):
     pass
 
@@ -546,7 +614,7 @@ class AvroDecoder(_Decoder):
     def __post_init__(self) -> None:
         schema = json.loads(self.schema_json)
         named: dict[str, Any] = {}
-        self.reader_schema = fastavro.parse_schema(_plain(schema), named_schemas=named)
+        self.reader_schema = parse_schema(_plain(schema), named)
         self.writers: dict[int, Any] = {}
         shape = _ArrowShape()
         self.plain_type, self.arrow_type = shape.of(schema)
@@ -567,7 +635,7 @@ class AvroDecoder(_Decoder):
             try:
                 registry = SchemaRegistry(self.registry_url, *(self.registry_login or ()))
                 text = registry.writer_schema(schema_id, self.retry)
-                self.writers[schema_id] = fastavro.parse_schema(json.loads(text))
+                self.writers[schema_id] = parse_schema(json.loads(text))
             except Exception as e:  # noqa: BLE001 - becomes each affected datum's error
                 self.writers[schema_id] = e
         writer = self.writers[schema_id]
@@ -589,7 +657,7 @@ class AvroDecoder(_Decoder):
         """The writer schema as fastavro reads it (logical types left plain), once per writer."""
         if id(writer) not in self.readable:
             try:
-                self.readable[id(writer)] = self._bounded(fastavro.parse_schema(_plain(writer)))
+                self.readable[id(writer)] = self._bounded(parse_schema(_plain(writer)))
             except RecursionError:
                 self.readable[id(writer)] = _AvroFraming("writer schema nests too deeply")
         readable = self.readable[id(writer)]

@@ -22,6 +22,7 @@ from sluice.plan.plans import (
     SecretPlan,
     StatisticsPlan,
     SubscribePlan,
+    ValidatePlan,
     WritePlan,
 )
 from sluice.plan.queries import plan_query, relation_read
@@ -40,6 +41,7 @@ __all__ = [
     "SecretPlan",
     "StatisticsPlan",
     "SubscribePlan",
+    "ValidatePlan",
     "WritePlan",
     "plan",
     "registry_subjects",
@@ -57,6 +59,15 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     facts = facts or Facts()
     if isinstance(statement, ast.Explain):
         return _explain(statement, catalog, facts)
+    if isinstance(statement, ast.CreateConnection) and statement.validate:
+        created = _create(
+            statement, "CREATE CONNECTION", catalog, lambda: (connections.plan_create_connection(statement, catalog),)
+        )
+        if isinstance(created, NoticePlan):
+            return created
+        return ValidatePlan(created.items[0], created.status, created)
+    if isinstance(statement, ast.ValidateConnection):
+        return ValidatePlan(resolve(catalog, statement.name, kinds.CONNECTION), "VALIDATE CONNECTION")
     if isinstance(statement, tuple(_CREATES)):
         kind, build = _CREATES[type(statement)]
         return _create(statement, f"CREATE {kind}", catalog, lambda: (build(statement, catalog),))

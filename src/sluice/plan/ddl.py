@@ -15,7 +15,7 @@ from sluice.errors import (
     WrongObjectType,
 )
 from sluice.plan.formats import sink_format
-from sluice.plan.names import ensure_free, item_name, resolve, unknown_item
+from sluice.plan.names import check_column_names, ensure_free, item_name, resolve, unknown_item
 from sluice.plan.plans import DropPlan, NoticePlan
 from sluice.plan.queries import plan_query
 from sluice.plan.timelines import single_timeline
@@ -113,12 +113,7 @@ def plan_create_view(statement: ast.CreateView, catalog: Catalog) -> Item:
     ensure_free(catalog, name, statement.name.span)
     query = plan_query(statement.query, catalog)
     columns = list(query.columns)
-    if len(statement.columns) > len(columns):
-        raise InvalidParameterValue(
-            f'view "{name}" definition names {len(statement.columns)} columns, '
-            f"but the query produces only {len(columns)}",
-            span=statement.columns[len(columns)].span,
-        )
+    check_column_names("view", statement.name, statement.columns, len(columns))
     spans = [i.span for i in statement.columns] + [statement.query.span] * len(columns)
     columns = [c.renamed(i.value) for c, i in zip(columns, statement.columns)] + columns[
         len(statement.columns) :

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from sluice.catalog.items import RELATIONS, Item, a_kind
 from sluice.catalog.store import Catalog
-from sluice.errors import DuplicateObject, UndefinedObject, WrongObjectType
+from sluice.errors import DuplicateObject, InvalidParameterValue, UndefinedObject, WrongObjectType
 from sluice.syntax import ast
 
 SCHEMA_QUALIFIERS = (("public",), ("materialize", "public"))
@@ -49,3 +49,20 @@ def did_you_mean(name: str, known: Iterable[str]) -> str | None:
 def ensure_free(catalog: Catalog, name: str, span) -> None:
     if catalog.get(name) is not None:
         raise DuplicateObject(f"catalog item '{name}' already exists", span=span)
+
+
+def check_column_names(kind: str, name: ast.ObjectName, names: tuple[ast.Ident, ...], arity: int) -> None:
+    """A column list (`CREATE SOURCE s (a, b)`, `CREATE VIEW v (a, b)`) names at most as
+    many columns as the relation has; the text is Materialize's."""
+    if len(names) <= arity:
+        return
+    relation = f"{kind} {name.to_sql()}"
+    raise InvalidParameterValue(
+        f"{relation} definition names {_count(len(names), 'column')}, "
+        f"but {relation} has {_count(arity, 'column')}",
+        span=names[arity].span,
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

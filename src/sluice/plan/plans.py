@@ -19,6 +19,16 @@ class CreatePlan:
 
 
 @dataclass(frozen=True)
+class ValidatePlan:
+    """Reach the external system of `connection` (VALIDATE CONNECTION, CREATE CONNECTION …
+    WITH (VALIDATE = true)), then carry out `then` (the connection's creation), if any."""
+
+    connection: Item
+    status: str
+    then: CreatePlan | None = None
+
+
+@dataclass(frozen=True)
 class SecretPlan:
     """Store `value` as the secret `secret_id`'s: CREATE SECRET (with the `item` to add to
     the catalog once the value is stored) or ALTER SECRET (no item)."""
@@ -110,6 +120,7 @@ class WritePlan:
 
 Plan = (
     CreatePlan
+    | ValidatePlan
     | SecretPlan
     | DropPlan
     | NoticePlan

@@ -35,7 +35,7 @@ from sluice.catalog.types import (
 from sluice.errors import InvalidParameterValue, Span
 from sluice.plan.facts import Facts
 from sluice.plan.formats import source_format
-from sluice.plan.names import ensure_free, item_name, resolve
+from sluice.plan.names import check_column_names, ensure_free, item_name, resolve
 from sluice.syntax import ast
 
 ERROR_COLUMN_TYPE = record(Column("description", TEXT, False))
@@ -55,6 +55,8 @@ DEAD_LETTER_COLUMNS = (
     Column("key", BYTEA, True),
     Column("value", BYTEA, True),
 )
+# Materialize's bounds are its system variables min/max_timestamp_interval; these are ours.
+TIMESTAMP_INTERVAL_RANGE_MS = (1000, 3_600_000)
 _INTERVAL = re.compile(r"\s*(\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 _INTERVAL_UNITS_MS = {
     **dict.fromkeys(["", "ms", "millisecond", "milliseconds"], 1),
@@ -100,7 +102,7 @@ def plan_create_source(
     if topic_option is None:
         raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
     topic = topic_option.value.value
-    start_offsets = _start_offsets(kafka)
+    start_offsets = _start_offsets(kafka, topic, facts)
     start_timestamp = kafka.get("START TIMESTAMP")
     if start_offsets and start_timestamp is not None:
         raise InvalidParameterValue(
@@ -196,7 +198,9 @@ def plan_create_source(
     return (source,) if dlq_item is None else (source, dlq_item)
 
 
-def _start_offsets(kafka: _Options) -> tuple[int, ...]:
+def _start_offsets(kafka: _Options, topic: str, facts: Facts) -> tuple[int, ...]:
+    """One start offset per partition, from partition 0; the topic's partitions (when the
+    session asked Kafka for them) must number at least as many."""
     option = kafka.get("START OFFSET")
     if option is None:
         return ()
@@ -205,6 +209,13 @@ def _start_offsets(kafka: _Options) -> tuple[int, ...]:
         if int(item.text) < 0:
             raise InvalidParameterValue("START OFFSET must be a nonnegative integer", span=item.span)
         offsets.append(int(item.text))
+    partitions = len(facts.topic_lows)
+    if facts.topic_lows and len(offsets) > partitions:
+        raise InvalidParameterValue(
+            f"START OFFSET specified more partitions ({len(offsets)}) than topic ({topic}) "
+            f"contains ({partitions})",
+            span=option.value.items[partitions].span,
+        )
     return tuple(offsets)
 
 
@@ -226,7 +237,7 @@ def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> Non
             "INCLUDE KEY requires specifying KEY FORMAT .. VALUE FORMAT, got bare FORMAT",
             span=include_key.span,
         )
-    if isinstance(envelope, ast.EnvelopeUpsert) and key_ast is None:
+    if isinstance(envelope, (ast.EnvelopeUpsert, ast.EnvelopeDebezium)) and key_ast is None:
         raise InvalidParameterValue(
             "ENVELOPE [DEBEZIUM] UPSERT requires that KEY FORMAT be specified", span=envelope.span
         )
@@ -239,10 +250,6 @@ def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> Non
             raise InvalidParameterValue(
                 "Cannot use INCLUDE KEY with ENVELOPE DEBEZIUM: Debezium values include all keys.",
                 span=include_key.span,
-            )
-        if key_ast is None:
-            raise InvalidParameterValue(
-                "ENVELOPE DEBEZIUM requires that KEY FORMAT be specified", span=envelope.span
             )
 
 
@@ -289,12 +296,7 @@ def _rename(
     statement: ast.CreateSource, columns: list[tuple[Column, Span | None]]
 ) -> list[tuple[Column, Span | None]]:
     names = statement.columns
-    if len(names) > len(columns):
-        raise InvalidParameterValue(
-            f'source "{item_name(statement.name)}" definition names {len(names)} columns, '
-            f"but the source has only {len(columns)}",
-            span=names[len(columns)].span,
-        )
+    check_column_names("source", statement.name, names, len(columns))
     renamed = [(c.renamed(n.value), n.span) for (c, _), n in zip(columns, names)]
     return renamed + columns[len(names) :]
 
@@ -367,7 +369,14 @@ def _error_tolerance(options: _Options) -> int | None:
 
 
 def _timestamp_interval(options: _Options) -> int | None:
-    return _duration_ms(options, "TIMESTAMP INTERVAL", None)
+    interval = _duration_ms(options, "TIMESTAMP INTERVAL", None)
+    low, high = TIMESTAMP_INTERVAL_RANGE_MS
+    if interval is not None and not low <= interval <= high:
+        raise InvalidParameterValue(
+            f"invalid timestamp interval of {interval}ms, must be in the range [{low}ms, {high}ms]",
+            span=options.get("TIMESTAMP INTERVAL").value.span,
+        )
+    return interval
 
 
 def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed: bool = False) -> int | None:

@@ -3,7 +3,8 @@
 One read of the topic feeds both: the reader decodes the formats Spark does not decode
 natively (JSON, CSV, Avro) in its Python pass, each format's description (the format
 registry, `catalog/formats.py`) saying how, and every message ends up in exactly one of
-oks, errs, or the documented skip (ENVELOPE NONE: a message with neither key nor value).
+oks, errs, or the documented skip (ENVELOPE NONE: a message without a value, unless
+INCLUDE KEY reads its key).
 
 errs rows are `(kind, code, message, partition, offset, timestamp, key, value)`, `message`
 being the full text a query over the source fails with and `code` its SQLSTATE.
@@ -194,9 +195,14 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     if desc.envelope == "debezium":
         after = F.col("value_data")["after"]
         names = decoded.schema["value_data"].dataType["after"].dataType.fieldNames()
-        columns += [after[name] for name in names]
+        values = _as_typed([after[name] for name in names], desc.value_format.debezium_columns(None))
     else:
-        columns += _side_columns(decoded, "value", desc.value_format)
+        values = _side_columns(decoded, "value", desc.value_format)
+    if inline is not None:
+        # A value that failed to decode shows as NULLs beside its inline error, whatever
+        # its format could make of its bytes (TEXT would make a lossy string of them).
+        values = [F.when(F.col("__value_error").isNull(), v) for v in values]
+    columns += values
     columns += [F.col(_METADATA[kind]) for kind, _ in desc.metadata]
     return [c.alias(column.name) for c, column in zip(columns, item.columns, strict=True)]
 
@@ -219,13 +225,18 @@ def source_messages(decoded: DataFrame, desc: SourceDesc) -> DataFrame:
     """
     key_error, value_error = F.col("__key_error"), F.col("__value_error")
     if desc.envelope == "none":
+        # Materialize's presence table: a value error first, then a key error, then a key
+        # with no value; a message with neither is skipped. Without INCLUDE KEY the key is
+        # not read at all (never decoded), so a key with no value is skipped too.
+        value_missing = F.col("value").isNull() & F.lit(bool(desc.key_columns)) & F.col("key").isNotNull()
         error = (
-            F.when(F.col("value").isNull() & F.col("key").isNotNull(), F.lit(FLAT_VALUE_MISSING))
+            F.when(value_error.isNotNull(), F.concat(F.lit("Decode error: "), value_error))
             .when(key_error.isNotNull(), F.concat(F.lit("Decode error: "), key_error))
-            .when(value_error.isNotNull(), F.concat(F.lit("Decode error: "), value_error))
+            .when(value_missing, F.lit(FLAT_VALUE_MISSING))
         )
-        code = F.when(F.col("value").isNull(), F.lit(MISSING_KEY_OR_VALUE)).otherwise(F.lit(DECODE_ERROR))
-        kind = F.when(F.col("value").isNull(), F.lit("envelope")).otherwise(F.lit("decode"))
+        flat = value_missing & value_error.isNull() & key_error.isNull()
+        code = F.when(flat, F.lit(MISSING_KEY_OR_VALUE)).otherwise(F.lit(DECODE_ERROR))
+        kind = F.when(flat, F.lit("envelope")).otherwise(F.lit("decode"))
         return _with_lost_ranges(
             decoded.select("*", error.alias("__error"), code.alias("__code"), kind.alias("__kind"))
         )
@@ -326,7 +337,7 @@ def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourcePar
         *ERRS_COLUMNS[3:],
     ]
     if desc.envelope == "none":
-        skipped = F.col("key").isNull() & F.col("value").isNull() & ~failed
+        skipped = F.col("value").isNull() & ~failed
         return SourceParts(~skipped & ~failed, ~skipped & failed, skipped, _row_columns(messages, desc, item), errs)
     value_error = F.col("__value_error")
     inline = None
@@ -389,4 +400,10 @@ def _side_columns(raw: DataFrame, side: str, fmt: Format) -> list[SparkColumn]:
             columns += [value[name][b] for b in branches]
         else:
             columns.append(value[name])
-    return columns
+    return _as_typed(columns, fmt.columns)
+
+
+def _as_typed(fields: list[SparkColumn], columns) -> list[SparkColumn]:
+    """Record fields as their columns: a jsonb column (a Debezium JSON string, which the
+    decoder checked is a JSON document) is the string made a variant."""
+    return [F.parse_json(f) if c.type.name == "jsonb" else f for f, c in zip(fields, columns, strict=True)]

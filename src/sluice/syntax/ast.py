@@ -187,16 +187,26 @@ class CreateConnection(Statement):
     connection_type: str  # "KAFKA" | "CONFLUENT SCHEMA REGISTRY"
     options: tuple[ConnectionOption, ...]
     if_not_exists: bool = False
+    validate: bool | None = None  # WITH (VALIDATE = …), None when not given
 
     KAFKA: ClassVar[str] = "KAFKA"
     CONFLUENT_SCHEMA_REGISTRY: ClassVar[str] = "CONFLUENT SCHEMA REGISTRY"
 
     def to_sql(self) -> str:
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
+        validate = "" if self.validate is None else f" WITH (VALIDATE = {str(self.validate).lower()})"
         return (
             f"CREATE CONNECTION{ine} {self.name.to_sql()} "
-            f"TO {self.connection_type} ({_csv(self.options)})"
+            f"TO {self.connection_type} ({_csv(self.options)}){validate}"
         )
+
+
+@dataclass(frozen=True)
+class ValidateConnection(Statement):
+    name: ObjectName
+
+    def to_sql(self) -> str:
+        return f"VALIDATE CONNECTION {self.name.to_sql()}"
 
 
 # ---------------------------------------------------------------- secrets

@@ -222,14 +222,21 @@ class Builder:
     # ------------------------------------------------------------ connections
 
     def create_connection(self, children, span):
-        if_not_exists, name, (connection_type, options) = children
+        if_not_exists, name, (connection_type, options), validate = children
         return ast.CreateConnection(
             name,
             connection_type,
             tuple(options),
             if_not_exists=bool(if_not_exists),
+            validate=validate,
             span=span,
         )
+
+    def validate_option(self, children, span):
+        return children[0].value
+
+    def validate_connection(self, children, span):
+        return ast.ValidateConnection(children[0], span=span)
 
     def kafka_connection(self, children, span):
         return ast.CreateConnection.KAFKA, children
