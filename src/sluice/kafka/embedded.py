@@ -285,11 +285,12 @@ class EmbeddedKafka:
 def produce(
     bootstrap: str,
     topic: str,
-    messages: Iterable[tuple[bytes | None, bytes | None]],
+    messages: Iterable[tuple],
     partition: int | None = None,
     timestamp_ms: int | None = None,
 ) -> None:
-    """Write `(key, value)` pairs to `topic` and wait until all are acknowledged.
+    """Write `(key, value)` pairs, or `(key, value, headers)` with headers a list of
+    `(name, bytes)`, to `topic` and wait until all are acknowledged.
 
     Keys and values may be None (null keys, tombstones). `partition` None lets the
     producer's partitioner choose; `timestamp_ms` None lets the producer stamp each
@@ -323,10 +324,13 @@ def produce(
     if timestamp_ms is not None:
         extra["timestamp"] = timestamp_ms
     try:
-        for key, value in messages:
+        for key, value, *headers in messages:
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
+                    producer.produce(
+                        topic, value=value, key=key, headers=headers[0] if headers else None,
+                        on_delivery=on_delivery, **extra,
+                    )
                     break
                 except BufferError:  # local queue full: let deliveries drain, then retry
                     producer.poll(0.1)

@@ -208,10 +208,13 @@ class Ingestion:
                 F.when(F.col("__seen") > 0, F.lit("seen")),
             ]
         seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
+        # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
+        # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
+        headers = [F.col("headers")] if redirected else []
         return messages.select(
             F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
             F.struct(*parts.oks).alias("row"),
-            F.struct(*parts.errs, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+            F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
             F.col("partition").alias("__p"),
             F.col("offset").alias("__o"),
             seen.alias("__seen"),
