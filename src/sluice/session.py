@@ -47,6 +47,7 @@ from sluice.plan import (
     WritePlan,
     plan,
     registry_subjects,
+    sink_query,
 )
 from sluice.plan.facts import RegistrySchema
 from sluice.plan.introspect import ExplainWriter
@@ -117,6 +118,26 @@ class Session:
             raise
         self.tables = TableStore(self.data_dir)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
+        self._sinks = None  # the running sinks (render.sink.Sinks), once there are any
+        if check_kafka:  # the data directory's sinks run while its session lives
+            for item in self.catalog.current:
+                if item.kind == kinds.SINK:
+                    self._start_sink(item)
+
+    def _start_sink(self, sink) -> None:
+        from sluice.render.executor import start_sink
+        from sluice.render.sink import Sinks
+
+        if self._sinks is None:
+            self._sinks = Sinks(self.data_dir)
+        current = self.catalog.current
+        start_sink(self._sinks, self._streams(), current, self.tables, sink, sink_query(sink, current))
+
+    def drain_sinks(self, timeout: float) -> None:
+        """Wait (up to `timeout` seconds) until every running sink has delivered what its
+        relation holds now, or is stalled or failed."""
+        if self._sinks is not None:
+            self._sinks.drain(timeout)
 
     def _streams(self):
         if self._live is None:
@@ -156,6 +177,9 @@ class Session:
         return Progress(catch_up, task_progress(job_group))
 
     def close(self) -> None:
+        if self._sinks is not None:
+            self._sinks.close()
+            self._sinks = None
         if self._live is not None:
             self._live.close()
             self._live = None
@@ -257,6 +281,8 @@ class Session:
                 # A materialized view runs from its creation: its sources ingest continuously.
                 updated = self.catalog.current
                 start_ingestion(self._streams(), updated, updated.upstream_sources(views))
+            for sink in (i for i in planned.items if i.kind == kinds.SINK and self.check_kafka):
+                self._start_sink(sink)  # a sink runs from its creation, on a thread of its own
             return Result(planned.status)
         if isinstance(planned, SecretPlan):
             self.secrets.write(planned.secret_id, planned.value)
@@ -270,6 +296,9 @@ class Session:
         if isinstance(planned, DropPlan):
             self.catalog.commit(current.without(planned.ids))
             self.secrets.remove(i for i in planned.ids if current.by_id(i).kind == kinds.SECRET)
+            if self._sinks is not None:  # before what they read stops
+                for item_id in planned.ids:
+                    self._sinks.drop(item_id)
             for item_id in planned.ids:
                 self.tables.drop(current.by_id(item_id))
                 if self._live is not None:
