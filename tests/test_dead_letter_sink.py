@@ -66,16 +66,16 @@ class Produced:
 
     def dead_letters(self) -> list[tuple]:
         """What the sink's topic must hold, one message per bad message."""
-        return sorted(
+        return sorted((
             (s.key, s.value, s.headers + context_headers("n", s.partition, s.offset, "n", ERROR))
             for s in self.sent
             if s.value == BAD
-        )
+        ), key=repr)
 
 
 def sunk(bootstrap: str, at_least: int) -> list[tuple]:
     messages = read_committed(bootstrap, "dead", at_least, 60)
-    return sorted((m.key(), m.value(), tuple(m.headers() or ())) for m in messages)
+    return sorted(((m.key(), m.value(), tuple(m.headers() or ())) for m in messages), key=repr)
 
 
 def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark, tmp_path) -> None:

@@ -39,10 +39,10 @@ from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.render.sink import Change, Message, SinkEnvelope, register_envelope
+from sluice.render.spark import spark
+from sluice.render.store import Store
 
 HEADER_PREFIX = "__connect.errors."
-# The columns of a dead-letter frame the envelope reads: the table's, plus `headers`.
-COLUMNS = ("error", "partition", "offset", "key", "value", "headers")
 
 
 def context_headers(topic: str, partition: int, offset: int, source: str, error: str) -> tuple[tuple[str, bytes], ...]:
@@ -68,7 +68,6 @@ class DeadLetters(SinkEnvelope):
 
     def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
         identity = F.encode(F.format_string("%d:%d", "partition", "offset"), "UTF-8")
-        headers = F.col("headers") if "headers" in frame.columns else F.lit(None)
         # Bytes travel as base64 inside one JSON payload: Spark builds it natively, and the
         # driver decodes only the rows it writes.
         payload = F.to_json(
@@ -76,7 +75,7 @@ class DeadLetters(SinkEnvelope):
                 F.base64("key").alias("key"),
                 F.base64("value").alias("value"),
                 F.transform(
-                    F.coalesce(headers, F.array()),
+                    F.coalesce("headers", F.array()),
                     lambda h: F.struct(h["key"].alias("name"), F.base64(h["value"]).alias("value")),
                 ).alias("headers"),
                 F.col("error"),
@@ -94,6 +93,14 @@ class DeadLetters(SinkEnvelope):
         context = context_headers(self.topic, row["partition"], row["offset"], self.source, row["error"])
         for _ in range(change.count):
             yield Message(_bytes(row.get("key")), _bytes(row.get("value")), original + context)
+
+
+def dead_letter_frame(store: Store, source: Item) -> DataFrame:
+    """The dead-letter rows `store` (the source's) committed, with the Kafka headers each
+    keeps (none, from a store written before dead-letter rows kept them)."""
+    rows = store.collection(spark(), source).dead_letters
+    headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
+    return rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
 
 
 def _bytes(text: str | None) -> bytes | None:

@@ -26,6 +26,7 @@ from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_t
 from sluice.kafka.retry import SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
+from sluice.render.dead_letter_sink import dead_letter_frame
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
 from sluice.render.sink import Sinks
@@ -167,9 +168,15 @@ def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableSt
             tuple(p.stat().st_mtime_ns if p.exists() else None for p in table_paths),
         )
 
+    relation = catalog.by_id(sink.details.source)
+
     def evaluate(envelope):
         stores = live_stores(streams, catalog, item_ids, frozenset(sources))
-        rows = run_snapshot(plan, catalog, tables, stores, lambda frame: list(envelope.shape(frame)))[1]
+        if relation.kind == kinds.DEAD_LETTER_TABLE:  # its rows with the headers they keep
+            frame = dead_letter_frame(stores[relation.details.source], catalog.by_id(relation.details.source))
+            rows = frame.select(*envelope.shape(frame)).collect()
+        else:
+            rows = run_snapshot(plan, catalog, tables, stores, lambda frame: list(envelope.shape(frame)))[1]
         return [(bytes(identity), None if payload is None else bytes(payload)) for identity, payload in rows]
 
     sinks.start(sink, catalog, evaluate, version)
