@@ -100,6 +100,7 @@ def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path) ->
         produced = Produced(kafka.bootstrap, seed=3)
         produced.more(20)
         kill_rounds(data_dir, produced, 3, random.Random(3), tmp_path / "child.log", CHILD)
+        assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
         produced.more(10)
         with open_session(data_dir, kafka.bootstrap) as reopened:
             reopened.execute("SELECT count(*) FROM dlq")

@@ -6,7 +6,7 @@
                  [sort-messages=true|false] [headers=all|NAME,NAME…] [timeout=SECONDS]
 
 The topic is read from its beginning as a transactional consumer sees it
-(`isolation.level=read_committed`), waiting up to `timeout` seconds (default 60) until it
+(`isolation.level=read_committed`), waiting up to `timeout` seconds (default 120) until it
 holds as many messages as the record lists. Messages compare in topic order (partition,
 then offset) or, with `sort-messages=true`, both sides sorted. Keys and values compare by
 format: `bytes` byte for byte, `json` as parsed JSON (spacing and key order aside), `avro`
@@ -36,7 +36,7 @@ ARGS = {
     "topic", "format", "schema", "key-format", "key-schema", "key-terminator",
     "confluent-wire-format", "sort-messages", "headers", "timeout",
 }
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 120.0
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
