@@ -9,11 +9,15 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 import sluice
 from sluice.kafka.client import watermarks
 from sluice.kafka.consume import read_committed
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.render.dead_letter_sink import context_headers
+from sluice.render.dead_letter_sink import DeadLetters, context_headers
+from sluice.render.sink import Change, Message
 from tests.store_faults import kill_rounds
 
 CHILD = Path(__file__).resolve().parent / "dead_letter_sink_child.py"
@@ -76,6 +80,31 @@ class Produced:
 def sunk(bootstrap: str, at_least: int) -> list[tuple]:
     messages = read_committed(bootstrap, "dead", at_least, 60)
     return sorted(((m.key(), m.value(), tuple(m.headers() or ())) for m in messages), key=repr)
+
+
+ROW = st.tuples(
+    st.none() | st.binary(max_size=8),  # key
+    st.none() | st.binary(max_size=8),  # value
+    st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)), max_size=3),  # headers
+    st.text(max_size=12),  # error
+)
+FRAME = "error string, partition int, offset long, key binary, value binary, headers array<struct<key:string,value:binary>>"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(ROW, max_size=6))
+def test_each_dead_letter_row_becomes_its_message_with_any_bytes_and_headers(spark, rows) -> None:
+    frame = spark.createDataFrame(
+        [(error, 1, offset, key, value, headers) for offset, (key, value, headers, error) in enumerate(rows)], FRAME
+    )
+    envelope = DeadLetters("t", "src")
+    shaped = frame.select(*envelope.shape(frame)).collect()
+    messages = [m for identity, payload in shaped for m in envelope.messages(Change(bytes(identity), None, bytes(payload)))]
+    assert messages == [
+        Message(key, value, tuple(headers) + context_headers("t", 1, offset, "src", error))
+        for offset, (key, value, headers, error) in enumerate(rows)
+    ]
+    assert len({bytes(identity) for identity, _ in shaped}) == len(rows)
 
 
 def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark, tmp_path) -> None:

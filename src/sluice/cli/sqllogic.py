@@ -610,10 +610,7 @@ class FileRunner:
         from sluice.kafka.embedded import produce
 
         args = record.args
-        try:
-            messages = kafka_verify.listed_messages(args, record.body, lambda line: self._message(args, line))
-        except kafka_verify.BadLine as e:
-            raise RecordFailed(f"kafka-ingest: {e}", [f"    {e.line}"]) from None
+        messages = self._listed(record)
         produce(
             self.bootstrap,
             args["topic"],
@@ -626,15 +623,20 @@ class FileRunner:
         from sluice.kafka.consume import read_committed
 
         args = record.args
-        try:
-            expected = kafka_verify.listed_messages(args, record.body, lambda line: self._message(args, line))
-        except kafka_verify.BadLine as e:
-            raise RecordFailed(f"kafka-verify: {e}", [f"    {e.line}"]) from None
+        expected = self._listed(record)
         timeout = float(args.get("timeout", kafka_verify.DEFAULT_TIMEOUT))
         got = read_committed(self.bootstrap, args["topic"], len(expected), timeout)
         report = kafka_verify.compare(args, expected, got, self.schemas)
         if report is not None:
             raise RecordFailed(f"kafka-verify topic={args['topic']}: the topic's messages differ", report)
+
+    def _listed(self, record: Record) -> list[kafka_verify.Message]:
+        """The messages a `kafka-ingest` or `kafka-verify` record lists."""
+        args = record.args
+        try:
+            return kafka_verify.listed_messages(args, record.body, lambda line: self._message(args, line))
+        except kafka_verify.BadLine as e:
+            raise RecordFailed(f"{record.kind}: {e}", [f"    {e.line}"]) from None
 
     def _message(self, args: dict[str, str], line: str) -> tuple[bytes | None, bytes | None]:
         def value(text: str) -> bytes:
