@@ -58,3 +58,50 @@ def test_upsert_source_drains_to_its_latest_values(session, kafka) -> None:
     session.drain_sinks(DRAIN_SECONDS)
     assert json.loads(upserted(read_committed(kafka.bootstrap, "out"))[b'{"key":"a"}'])["data"] == {"v": 3}
     assert b'{"key":"b"}' not in upserted(read_committed(kafka.bootstrap, "out"))
+
+
+def _status(session: sluice.Session) -> list[tuple]:
+    return [row[3:] for row in session.execute("SHOW SINKS").rows]
+
+
+def test_corrupt_message_stalls_the_sink_until_its_key_is_overwritten(session, kafka) -> None:
+    kafka.create_topic("in", 1)
+    produce(kafka.bootstrap, "in", [(b"a", b'{"v":1}')])
+    session.execute_script(
+        """
+        CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 'in') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM src INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (key) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("running", 1, 0, None)]
+    produce(kafka.bootstrap, "in", [(b"b", b"{bad"), (b"c", b'{"v":3}')])
+    session.drain_sinks(DRAIN_SECONDS)
+    (status,) = _status(session)
+    assert status[:3] == ("stalled", 1, 0)
+    assert status[3].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+    assert len(read_committed(kafka.bootstrap, "out")) == 1  # nothing past the error, not even c
+
+    produce(kafka.bootstrap, "in", [(b"b", b'{"v":2}')])
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session)[0][:2] == ("running", 3)
+    assert set(upserted(read_committed(kafka.bootstrap, "out"))) == {
+        b'{"key":"a"}', b'{"key":"b"}', b'{"key":"c"}'
+    }
+
+
+def test_evaluation_error_in_a_view_stalls_until_its_row_is_deleted(session, kafka) -> None:
+    session.execute_script(
+        """
+        CREATE TABLE t (a int);
+        INSERT INTO t VALUES (1), (0);
+        CREATE VIEW v AS SELECT a, 10 / a AS q FROM t;
+        CREATE SINK s FROM v INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("stalled", 0, None, "Evaluation error: division by zero")]
+    session.execute("DELETE FROM t WHERE a = 0")
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("running", 1, 0, None)]
+    assert read_committed(kafka.bootstrap, "out") == [(b'{"a":1}', b'{"a":1,"q":10}')]
