@@ -91,7 +91,7 @@ ROW = st.tuples(
 FRAME = "error string, partition int, offset long, key binary, value binary, headers array<struct<key:string,value:binary>>"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(ROW, max_size=6))
 def test_each_dead_letter_row_becomes_its_message_with_any_bytes_and_headers(spark, rows) -> None:
     frame = spark.createDataFrame(

@@ -14,6 +14,7 @@ entry point: whatever fails in it reaches the caller as a `SqlError`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from sluice.plan import (
     QueryPlan,
     RowsPlan,
     SecretPlan,
+    SinkStatusPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
@@ -133,6 +135,18 @@ class Session:
         current = self.catalog.current
         start_sink(self._sinks, self._streams(), current, self.tables, sink, sink_query(sink, current))
 
+    def _sink_status(self, sink_id: str) -> tuple:
+        """(status, rows written, last offset, error) of a sink: its job's, or, when this
+        session does not run it, `stopped` and what its last run committed."""
+        status = None if self._sinks is None else self._sinks.status(sink_id)
+        if status is not None:
+            return (status.state, status.rows, status.offset, status.error)
+        try:
+            committed = json.loads((self.data_dir / "sinks" / sink_id / "progress.json").read_text())
+        except (OSError, ValueError):
+            committed = {}
+        return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
+
     def drain_sinks(self, timeout: float) -> None:
         """Wait (up to `timeout` seconds) until every running sink has delivered what its
         relation holds now, or is stalled or failed."""
@@ -218,7 +232,7 @@ class Session:
         created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan))
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -309,6 +323,9 @@ class Session:
             return Result(planned.status, notice=planned.notice)
         if isinstance(planned, RowsPlan):
             return Result(planned.status, planned.columns, list(planned.rows))
+        if isinstance(planned, SinkStatusPlan):
+            rows = [row + self._sink_status(i) for row, i in zip(planned.rows, planned.sink_ids, strict=True)]
+            return Result(planned.status, planned.columns, rows)
         if isinstance(planned, QueryPlan):
             return self._select(planned)
         if isinstance(planned, StatisticsPlan):

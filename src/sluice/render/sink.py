@@ -66,7 +66,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sluice.catalog import items as kinds
-from sluice.catalog.files import sync_directory
+from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.formats import AvroRegistry, Format, Json
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
@@ -579,6 +579,8 @@ class SinkJob:
                 messages = (m for change in changes for m in envelope.messages(change))
                 progress = delivery.deliver(messages, progress)
                 state.keep_only(progress.version)
+                # What SHOW SINKS tells of the sink while no session runs it.
+                replace_file(self.root / "progress.json", progress.to_json())
                 delivered = snapshot
             self.status = Status(RUNNING, progress.rows, progress.offset)
             seen = version
