@@ -16,6 +16,7 @@ import sluice
 from sluice.kafka.client import watermarks
 from sluice.kafka.consume import read_committed
 from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.topics import ControlServer
 from sluice.render.dead_letter_sink import DeadLetters, context_headers
 from sluice.render.sink import Change, Message
 from tests.store_faults import kill_rounds
@@ -114,27 +115,31 @@ def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark,
         produced.more(16)
         with open_session(tmp_path / "data", kafka.bootstrap) as session:
             session.execute("SELECT count(*) FROM dlq")
-            session.drain_sinks(60)
+            session.drain_sinks(120)
             assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
             produced.more(10)  # later dead-letter rows are sent after, once
             session.execute("SELECT count(*) FROM dlq")
-            session.drain_sinks(60)
+            session.drain_sinks(120)
             assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
 
 
 def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path) -> None:
     data_dir = tmp_path / "data"
     with EmbeddedKafka() as kafka:
-        kafka.create_topic("n", 2)
-        produced = Produced(kafka.bootstrap, seed=3)
-        produced.more(20)
-        kill_rounds(data_dir, produced, 3, random.Random(3), tmp_path / "child.log", CHILD)
-        assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
-        produced.more(10)
-        with open_session(data_dir, kafka.bootstrap) as reopened:
-            reopened.execute("SELECT count(*) FROM dlq")
-            reopened.drain_sinks(60)
-            expected = produced.dead_letters()
-            got = sunk(kafka.bootstrap, len(expected))
+        control = ControlServer(kafka.bootstrap, kafka.create_topic)  # the children create topics
+        try:
+            kafka.create_topic("n", 2)
+            produced = Produced(kafka.bootstrap, seed=3)
+            produced.more(20)
+            kill_rounds(data_dir, produced, 3, random.Random(3), tmp_path / "child.log", CHILD)
+            assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
+            produced.more(10)
+            with open_session(data_dir, kafka.bootstrap) as reopened:
+                reopened.execute("SELECT count(*) FROM dlq")
+                reopened.drain_sinks(120)
+                expected = produced.dead_letters()
+                got = sunk(kafka.bootstrap, len(expected))
+        finally:
+            control.close()
     assert len(got) == len(expected), (len(got), len(expected))
     assert got == expected
