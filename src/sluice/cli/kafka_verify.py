@@ -1,5 +1,6 @@
-"""The sqllogic runner's `kafka-verify` directive: the messages a record lists, written in
-`kafka-ingest`'s line syntax, against the messages a topic holds.
+"""The sqllogic runner's `kafka-verify` directive — the messages a record lists, written in
+`kafka-ingest`'s line syntax, against the messages a topic holds — and the listing of a
+record's messages with their headers, which `kafka-ingest` shares (`listed_messages`).
 
     kafka-verify topic=T [format=bytes|json|avro] [schema=S] [key-format=bytes|json|avro]
                  [key-schema=S] [key-terminator=C] [confluent-wire-format=true|false]
