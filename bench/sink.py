@@ -218,7 +218,8 @@ def main() -> None:
         start = time.perf_counter()
         session.execute("CREATE MATERIALIZED VIEW mv AS SELECT id, customer, amount FROM orders")
         (rows,) = session.execute("SELECT count(*) FROM mv").rows[0]
-        print(f"materialized view: {rows:,} rows, caught up in {time.perf_counter() - start:.1f} s", flush=True)
+        view_s = time.perf_counter() - start
+        print(f"materialized view: {rows:,} rows, caught up in {view_s:.1f} s", flush=True)
         best_base, best_ours = min(base), float("inf")
         for r in range(args.rounds):
             ours_s = ours(session, kafka, f"s{r}", f"out{r}", n)
@@ -234,6 +235,9 @@ def main() -> None:
     print(f"pyspark foreachBatch producer: {n / best_base:10,.0f} messages/s ({best_base:.1f} s)")
     print(f"sluice sink:                   {n / best_ours:10,.0f} messages/s ({best_ours:.1f} s)")
     print(f"ratio sluice/baseline: {best_base / best_ours:.2f} (target >= 1.0)")
+    # The baseline's time includes reading and decoding the input topic; sluice's view had
+    # done that before CREATE SINK.
+    print(f"ratio with the view's catch-up counted: {best_base / (best_ours + view_s):.2f}")
     print(
         f"produce → visible in the sink's topic: p50 {statistics.median(lat):.2f} s, p99 {p99:.2f} s, "
         f"max {max(lat):.2f} s over {len(lat)} messages"
