@@ -23,3 +23,7 @@ def test_demo_accounts_for_every_message(spark, capsys) -> None:
     assert 'ERROR:  Decode error: Failed to decode UTF-8 (original bytes: "c328")' in out
     assert "ERROR:  multiple timelines within one dataflow are not supported" in out
     assert out.count("(4 rows)") == 5  # orders' columns and rows, customers, the view twice
+    # the dead-letter sink's topic: both bad orders, with Connect's context headers
+    assert "key 1005, value \\xff\\xfe not even text" in out
+    assert "    __connect.errors.topic: orders" in out
+    assert out.count("    __connect.errors.exception.message: Decode error: ") == 2

@@ -272,6 +272,45 @@ def test_kafka_directive_mistakes_are_reported(tmp_path) -> None:
     assert "k.slt:23: kafka-schema bad: not an Avro schema" in report
 
 
+def test_kafka_verify_reads_back_what_was_written_and_reports_a_mismatch_as_a_diff() -> None:
+    avro = '{"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}'
+    text = (
+        "kafka-create-topic name=t partitions=2\n\n"
+        f"kafka-schema name=r\n{avro}\n\n"
+        "kafka-ingest topic=t partition=0 key-format=bytes headers=true\n"
+        "a:{\"x\": 1, \"y\": 2}\n  h1=one\n  h2=\\x00two\nb:\n:no key\n\n"
+        "kafka-ingest topic=t partition=1 key-format=bytes\nc:\\xff\n\n"
+        # in topic order, every header; JSON compared parsed
+        "kafka-verify topic=t key-format=bytes format=json headers=all\n"
+        "a:{\"y\": 2, \"x\": 1}\n  h1=one\n  h2=\\x00two\nb:\n:no key\nc:\\xff\n\n"
+        # sorted, no headers compared
+        "kafka-verify topic=t key-format=bytes sort-messages=true\nc:\\xff\n:no key\nb:\na:{\"x\": 1, \"y\": 2}\n\n"
+        # line 30: a wrong header value, a missing message
+        "kafka-verify topic=t key-format=bytes headers=h1 timeout=1\n"
+        "a:{\"x\": 1, \"y\": 2}\n  h1=two\nb:\n:no key\nc:\\xff\nd:extra\n\n"
+        # Avro values compare as datums, whatever the schema id of their frame
+        "kafka-create-topic name=a\n\n"
+        "kafka-ingest topic=a format=avro schema=r\n{\"a\": 7}\n\n"
+        "kafka-verify topic=a format=avro schema=r\n{\"a\": 7}\n\n"
+        "kafka-verify topic=a format=avro schema=r timeout=1\n{\"a\": 8}\n\n"
+        "kafka-verify topic=t sort-messages=maybe\nx\n\n"
+        "kafka-verify topic=t\n  h=1\n\n"
+    )
+    with EmbeddedKafka() as kafka, sluice.Session() as session:
+        result = FileRunner("v.slt", text, session, kafka).run()
+    report = result.report
+    assert (result.passed, result.failed) == (9, 4), report
+    assert (
+        "v.slt:30: kafka-verify topic=t: the topic's messages differ\n"
+        "  expected 5 messages, the topic has 4\n"
+        "  --- expected\n  +++ topic t\n  @@ -1,6 +1,5 @@\n"
+        '   a:{"x": 1, "y": 2}\n  -  h1=two\n  +  h1=one\n   b:\n   :no key\n   c:\\xff\n  -d:extra'
+    ) in report
+    assert '  -{"a": 8}\n  +{"a": 7}' in report
+    assert "cannot parse record: sort-messages must be true or false" in report
+    assert "kafka-verify: line 53: a header line (indented) needs headers= and a message above it" in report
+
+
 def test_kafka_addr_is_substituted(spark, tmp_path) -> None:
     path = slt(tmp_path, (
         "statement ok\nCREATE CONNECTION k TO KAFKA (BROKER '${kafka-addr}')\n\n"

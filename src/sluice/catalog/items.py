@@ -118,8 +118,10 @@ class SinkDesc:
     source: str  # item id of the relation sunk
     connection: str
     topic: str
-    value_format: FormatDesc  # of the relation's columns
-    envelope: str  # upsert | debezium
+    # Of the relation's columns; None for a dead-letter sink, which writes each bad
+    # message as it was read, in Kafka Connect's dead-letter format.
+    value_format: FormatDesc | None
+    envelope: str  # upsert | debezium | dead-letter
     key: tuple[str, ...] = ()
     key_format: FormatDesc | None = None  # of the KEY columns
 

@@ -1,8 +1,9 @@
 """`sluice demo`: a narrated scenario on the embedded broker and a local Spark session.
 
 Orders arrive on Kafka, a few of them corrupt. The demo shows where every bad message
-goes — a dead-letter table, a failing query, `IGNORE ERRORS` / `ONLY ERRORS` — and a
-cross-timeline join being refused, printed as a user would see them in the REPL.
+goes — a dead-letter table (drained into a Kafka Connect DLQ topic by a sink), a failing
+query, `IGNORE ERRORS` / `ONLY ERRORS` — and a cross-timeline join being refused, printed as
+a user would see them in the REPL.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import time
 
 from sluice.cli.table import result_text
 from sluice.errors import SqlError, format_error
+from sluice.kafka.consume import read_committed
 from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.encode import escaped
 from sluice.session import Session
 
 ORDERS = [
@@ -47,6 +50,17 @@ def run(session: Session, sql: str) -> None:
     print(result_text(result))
     if time.perf_counter() - started > 1:
         print(f"Time: {(time.perf_counter() - started) * 1000:.0f} ms")
+
+
+def show_topic(bootstrap: str, topic: str, count: int) -> None:
+    """The topic's messages as `sluice kafka consume` prints them, each header on a line."""
+    print(f"$ sluice kafka consume {topic} --from-beginning -e")
+    for message in read_committed(bootstrap, topic, count, 120):
+        key, value = message.key(), message.value()
+        print(f"partition {message.partition()} offset {message.offset()}: "
+              f"key {'NULL' if key is None else escaped(key)}, value {'NULL' if value is None else escaped(value)}")
+        for name, header in message.headers() or ():
+            print(f"    {name}: {'NULL' if header is None else escaped(header)}")
 
 
 def main() -> int:
@@ -105,6 +119,13 @@ def main() -> int:
         say("orders are on timeline 'shop', clicks on wall-clock time: one dataflow cannot mix them")
         run(session, "SELECT * FROM orders JOIN IGNORE ERRORS clicks ON true")
         run(session, "EXPLAIN TIMELINE FOR SELECT key FROM orders")
+        say(
+            "the dead-letter table drains into a topic in Kafka Connect's DLQ format: each bad "
+            "message as it was read, with __connect.errors.* headers saying where it came from and why"
+        )
+        run(session, "CREATE SINK orders_dead FROM orders_dlq INTO KAFKA CONNECTION kafka (TOPIC 'orders-dead')")
+        session.drain_sinks(120)
+        show_topic(kafka.bootstrap, "orders-dead", 2)
         say("every source's counters, from its continuous ingestion")
         run(session, "SHOW SOURCE STATISTICS")
         say("done: every message is accounted for — in the source, its dead-letter table, or an error")

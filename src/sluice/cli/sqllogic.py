@@ -3,7 +3,8 @@
 This module owns the sqllogictest file format as sluice speaks it: parsing `.slt` and
 `.test` files into records (`parse`), running them (`run_file`, `run_paths`) against a
 fresh `Session` and a fresh `EmbeddedKafka` per file, the Kafka directives
-(`kafka-create-topic`, `kafka-schema`, `kafka-ingest`), result comparison (sorting,
+(`kafka-create-topic`, `kafka-schema`, `kafka-ingest`, and `kafka-verify` from
+`kafka_verify`), result comparison (sorting,
 hashing, `mode standard|cockroach`, `hash-threshold`), failure reports, and `--rewrite`,
 which rewrites expected results in place and leaves every other byte of the file alone.
 How a value prints is `sluice.values.slt_value`, shared with the REPL.
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from sluice.cli import kafka_verify
 from sluice.errors import InternalError, SqlError, as_sql_error, format_error
 from sluice.kafka.encode import encode_value, keyed_message
 from sluice.values import slt_value
@@ -51,8 +53,9 @@ _KAFKA_ARGS = {
     "kafka-schema": {"name"},
     "kafka-ingest": {
         "topic", "format", "schema", "key-format", "key-schema", "key-terminator",
-        "partition", "timestamp", "confluent-wire-format",
+        "partition", "timestamp", "confluent-wire-format", "headers",
     },
+    "kafka-verify": kafka_verify.ARGS,
 }
 _FORMATS = ("bytes", "json", "avro")
 
@@ -258,9 +261,9 @@ def _kafka(line: str, words: list[str], index: int, rest, conditions) -> Record:
             return _invalid(record, f"{name} given twice")
         record.args[name] = value
     args = record.args
-    if kind == "kafka-ingest":
+    if kind in ("kafka-ingest", "kafka-verify"):
         if "topic" not in args:
-            return _invalid(record, "kafka-ingest needs topic=T")
+            return _invalid(record, f"{kind} needs topic=T")
         for name in ("format", "key-format"):
             if args.get(name, "bytes") not in _FORMATS:
                 return _invalid(record, f"{name} must be one of bytes, json, avro")
@@ -275,6 +278,10 @@ def _kafka(line: str, words: list[str], index: int, rest, conditions) -> Record:
             return _invalid(record, "confluent-wire-format must be true or false")
         if "key-terminator" in args and not args["key-terminator"]:
             return _invalid(record, "key-terminator must not be empty")
+        if kind == "kafka-verify" and (problem := kafka_verify.problem(args)):
+            return _invalid(record, problem)
+        if kind == "kafka-ingest" and args.get("headers", "true") != "true":
+            return _invalid(record, "headers must be true (then indented name=value lines follow a message)")
     else:
         if not args.get("name"):
             return _invalid(record, f"{kind} needs name=…")
@@ -412,6 +419,8 @@ class FileRunner:
             self._schema(record)
         elif record.kind == "kafka-ingest":
             self._ingest(record)
+        elif record.kind == "kafka-verify":
+            self._verify(record)
         else:  # pragma: no cover - parse makes no other kinds
             raise RecordFailed(f"unknown record kind {record.kind}")
 
@@ -601,19 +610,33 @@ class FileRunner:
         from sluice.kafka.embedded import produce
 
         args = record.args
-        messages = []
-        for line_no, line in record.body:
-            try:
-                messages.append(self._message(args, line))
-            except Exception as e:
-                raise RecordFailed(f"kafka-ingest: line {line_no}: {e}", [f"    {line}"]) from None
+        messages = self._listed(record)
         produce(
             self.bootstrap,
             args["topic"],
-            messages,
+            [(m.key, m.value, list(m.headers)) for m in messages],
             partition=int(args["partition"]) if "partition" in args else None,
             timestamp_ms=int(args["timestamp"]) if "timestamp" in args else None,
         )
+
+    def _verify(self, record: Record) -> None:
+        from sluice.kafka.consume import read_committed
+
+        args = record.args
+        expected = self._listed(record)
+        timeout = float(args.get("timeout", kafka_verify.DEFAULT_TIMEOUT))
+        got = read_committed(self.bootstrap, args["topic"], len(expected), timeout)
+        report = kafka_verify.compare(args, expected, got, self.schemas)
+        if report is not None:
+            raise RecordFailed(f"kafka-verify topic={args['topic']}: the topic's messages differ", report)
+
+    def _listed(self, record: Record) -> list[kafka_verify.Message]:
+        """The messages a `kafka-ingest` or `kafka-verify` record lists."""
+        args = record.args
+        try:
+            return kafka_verify.listed_messages(args, record.body, lambda line: self._message(args, line))
+        except kafka_verify.BadLine as e:
+            raise RecordFailed(f"{record.kind}: {e}", [f"    {e.line}"]) from None
 
     def _message(self, args: dict[str, str], line: str) -> tuple[bytes | None, bytes | None]:
         def value(text: str) -> bytes:

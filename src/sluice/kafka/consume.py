@@ -1,15 +1,21 @@
-"""Reading a topic for a person to look at: `sluice kafka consume`.
+"""Reading a topic for a person or a test to look at: `sluice kafka consume`, and
+`read_committed`, what the sqllogic runner's `kafka-verify` compares.
 
 `consume` yields a header line, then one tab-separated line per message — partition, offset, key, value,
 headers — with keys, values and headers in `encode.escaped` form (what `sluice kafka
 produce` reads back as the same bytes), `NULL` for a null key or value, and headers as
 `name=value` joined by `,`. It reads every partition from its end (or, asked, from its
 beginning), and stops at the end of all of them when asked to, else when `stop` is set.
+
+`read_committed` reads a topic from its beginning as a transactional consumer sees it
+(`isolation.level=read_committed`: aborted and open transactions are not there), waiting
+up to a bound for a number of messages and for the end of every partition.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
@@ -74,3 +80,45 @@ def consume(
         raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
     finally:
         client.close()
+
+
+def read_committed(bootstrap: str, topic: str, at_least: int, timeout: float) -> list:
+    """`topic`'s committed messages in (partition, offset) order, once there are
+    `at_least` of them and every partition is read to its end, or when `timeout` seconds
+    have passed (a topic that does not exist yet is waited for too)."""
+    deadline = time.monotonic() + timeout
+    partitions = _partitions_when_there(bootstrap, topic, deadline)
+    if partitions is None:
+        return []
+    client = consumer(bootstrap, {"isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    client.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    messages: list = []
+    at_end: set[int] = set()
+    try:
+        while time.monotonic() < deadline and not (len(messages) >= at_least and at_end >= set(partitions)):
+            for message in client.consume(num_messages=500, timeout=_POLL_SECONDS):
+                error = message.error()
+                if error is None:
+                    messages.append(message)
+                    at_end.discard(message.partition())
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                elif not error.retriable():
+                    raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
+    except KafkaException as e:
+        raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
+    finally:
+        client.close()
+    return sorted(messages, key=lambda m: (m.partition(), m.offset()))
+
+
+def _partitions_when_there(bootstrap: str, topic: str, deadline: float) -> list[int] | None:
+    while True:
+        try:
+            return sorted(watermarks(bootstrap, topic, {}))
+        except TopicMissing:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(_POLL_SECONDS)
+        except KafkaReadError as e:
+            raise ExternalSystemError(f"cannot read topic '{topic}' from kafka at {bootstrap}: {e}") from None

@@ -167,6 +167,7 @@ class EmbeddedKafka:
             except ExternalSystemError:
                 self.close()
                 raise
+        _IN_PROCESS[self.bootstrap] = self
 
     def _listen_on(self, port: int) -> None:
         """Broker i listens on `port`+i-1 and advertises that address."""
@@ -254,6 +255,8 @@ class EmbeddedKafka:
 
     def close(self) -> None:
         """Stop the cluster (clients connected to it see their connections drop)."""
+        if _IN_PROCESS.get(getattr(self, "bootstrap", None)) is self:
+            del _IN_PROCESS[self.bootstrap]
         with self._lock:
             cluster, rk = self._cluster, self._rk
             self._cluster = self._rk = None
@@ -282,14 +285,26 @@ class EmbeddedKafka:
         return f"EmbeddedKafka(brokers={self._brokers}, {state})"
 
 
+# The embedded brokers this process runs, by bootstrap address: what creates a topic on
+# one finds it here (its Kafka protocol cannot), as `sluice kafka serve`'s control socket
+# serves the same for other processes.
+_IN_PROCESS: dict[str, EmbeddedKafka] = {}
+
+
+def in_process(bootstrap: str) -> EmbeddedKafka | None:
+    """The embedded broker of this process serving `bootstrap`, if there is one."""
+    return _IN_PROCESS.get(bootstrap)
+
+
 def produce(
     bootstrap: str,
     topic: str,
-    messages: Iterable[tuple[bytes | None, bytes | None]],
+    messages: Iterable[tuple],
     partition: int | None = None,
     timestamp_ms: int | None = None,
 ) -> None:
-    """Write `(key, value)` pairs to `topic` and wait until all are acknowledged.
+    """Write `(key, value)` pairs, or `(key, value, headers)` with headers a list of
+    `(name, bytes)`, to `topic` and wait until all are acknowledged.
 
     Keys and values may be None (null keys, tombstones). `partition` None lets the
     producer's partitioner choose; `timestamp_ms` None lets the producer stamp each
@@ -323,10 +338,13 @@ def produce(
     if timestamp_ms is not None:
         extra["timestamp"] = timestamp_ms
     try:
-        for key, value in messages:
+        for key, value, *headers in messages:
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **extra)
+                    producer.produce(
+                        topic, value=value, key=key, headers=headers[0] if headers else None,
+                        on_delivery=on_delivery, **extra,
+                    )
                     break
                 except BufferError:  # local queue full: let deliveries drain, then retry
                     producer.poll(0.1)

@@ -9,6 +9,7 @@ from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType, unique_columns
 from sluice.errors import (
     DependentObjectsStillExist,
+    FeatureNotSupported,
     InvalidParameterValue,
     UndefinedColumn,
     UndefinedObject,
@@ -151,17 +152,23 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
             raise UndefinedColumn(
                 f'column "{ident.value}" does not exist in "{relation.name}"', span=ident.span
             )
-    envelope = "upsert" if isinstance(statement.envelope, ast.EnvelopeUpsert) else "debezium"
-    if envelope == "upsert" and not statement.key:
-        raise InvalidParameterValue(
-            "ENVELOPE UPSERT sinks require a KEY", span=statement.envelope.span
-        )
     single_timeline(catalog, [relation.id], statement.span)
-    spec = statement.format
-    key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
-    value_format = sink_format(value_ast, relation.columns, catalog)
-    key_columns = tuple(relation.column(i.value) for i in statement.key)
-    key_format = sink_format(key_ast, key_columns, catalog) if key_columns else None
+    if relation.kind == kinds.DEAD_LETTER_TABLE:
+        _check_dead_letter_sink(statement, relation)
+        value_format = key_format = None
+        envelope = "dead-letter"
+    else:
+        envelope = _sink_envelope(statement)
+        spec = statement.format
+        key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
+        value_format = sink_format(value_ast, relation.columns, catalog)
+        if envelope == "debezium" and value_format.name not in ("json", "avro"):
+            raise FeatureNotSupported(
+                f"ENVELOPE DEBEZIUM requires FORMAT JSON or AVRO, found FORMAT {value_format.name.upper()}",
+                span=statement.envelope.span,
+            )
+        key_columns = tuple(relation.column(i.value) for i in statement.key)
+        key_format = sink_format(key_ast, key_columns, catalog) if key_columns else None
     desc = SinkDesc(
         source=relation.id,
         connection=connection.id,
@@ -185,6 +192,39 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     )
 
 
+def _check_dead_letter_sink(statement: ast.CreateSink, relation: Item) -> None:
+    """A dead-letter sink writes each bad message's own key and value bytes, so there is
+    nothing to encode and no change to envelope."""
+    clauses = [
+        (statement.key and statement.key[0].span, "KEY"),
+        (statement.format and statement.format.span, "FORMAT"),
+        (statement.envelope and statement.envelope.span, "ENVELOPE"),
+    ]
+    for span, clause in clauses:
+        if span:
+            raise InvalidParameterValue(
+                f'a sink from dead-letter table "{relation.name}" takes no {clause}: it writes '
+                "each bad message's original key, value and headers, in Kafka Connect's "
+                "dead-letter format",
+                span=span,
+            )
+
+
+def _sink_envelope(statement: ast.CreateSink) -> str:
+    if statement.format is None:
+        raise InvalidParameterValue(
+            "CREATE SINK requires a FORMAT: only a sink from a dead-letter table takes none",
+            span=statement.span,
+        )
+    if statement.envelope is None:
+        raise InvalidParameterValue(
+            "CREATE SINK requires ENVELOPE UPSERT or ENVELOPE DEBEZIUM", span=statement.format.span
+        )
+    if isinstance(statement.envelope, ast.EnvelopeUpsert):
+        if not statement.key:
+            raise InvalidParameterValue("ENVELOPE UPSERT sinks require a KEY", span=statement.envelope.span)
+        return "upsert"
+    return "debezium"
 
 
 def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:

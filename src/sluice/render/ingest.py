@@ -208,10 +208,13 @@ class Ingestion:
                 F.when(F.col("__seen") > 0, F.lit("seen")),
             ]
         seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
+        # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
+        # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
+        headers = [F.col("headers")] if redirected else []
         return messages.select(
             F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
             F.struct(*parts.oks).alias("row"),
-            F.struct(*parts.errs, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+            F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
             F.col("partition").alias("__p"),
             F.col("offset").alias("__o"),
             seen.alias("__seen"),
@@ -299,6 +302,9 @@ class Streams:
         self.catching_up: dict[str, tuple[str, int, int]] = {}
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
+        # A statement and a sink's thread may ensure one source at once: one of them
+        # starts its stream, never both (two streams on one checkpoint fail).
+        self._ensuring = threading.Lock()
 
     def store(self, item_id: str) -> Store:
         return Store(self.root / item_id)
@@ -310,18 +316,19 @@ class Streams:
         """The source's ingestion, started (or resumed from its checkpoint) if it is not
         running or its store needs repair (see `store`). `read` gives the snapshot read that
         fixes where the source starts reading its topic."""
-        ingestion = self.running.get(item_id)
-        if ingestion is not None and not ingestion.store.sound():
-            self.running.pop(item_id).stop()  # its stream starts again, repairing the store first
-            ingestion = None
-        if ingestion is None:
-            ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
-            ingestion.launch()
-            self.running[item_id] = ingestion
-        if self._supervisor is None:
-            self._supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
-            self._supervisor.start()
-        return ingestion
+        with self._ensuring:
+            ingestion = self.running.get(item_id)
+            if ingestion is not None and not ingestion.store.sound():
+                self.running.pop(item_id).stop()  # its stream starts again, repairing the store first
+                ingestion = None
+            if ingestion is None:
+                ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
+                ingestion.launch()
+                self.running[item_id] = ingestion
+            if self._supervisor is None:
+                self._supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
+                self._supervisor.start()
+            return ingestion
 
     def _supervise(self) -> None:
         while not self._closing.wait(SUPERVISE_SECONDS):

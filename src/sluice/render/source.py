@@ -300,9 +300,9 @@ def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
     """What an upsert source's state operator carries per message: only what its rows and
     errors are made of (every column costs a conversion into Python and back). A value the
     reader decoded is needed raw only where an error shows it: elsewhere it keeps just its
-    non-NULL-ness."""
+    non-NULL-ness. Headers go along where a column or a dead-letter row shows them."""
     unused = {"topic", "timestampType", "key_error", "value_error", "lost_end"}
-    if "HEADERS" not in {kind for kind, _ in desc.metadata}:
+    if "HEADERS" not in {kind for kind, _ in desc.metadata} and desc.dead_letter_table is None:
         unused.add("headers")
     value = F.col("value")
     if desc.value_format.native is None:

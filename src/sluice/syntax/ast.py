@@ -430,18 +430,21 @@ class CreateSink(Statement):
     from_: ObjectName
     connection: ObjectName
     kafka_options: tuple[KafkaOption, ...]
-    format: FormatSpec
-    envelope: EnvelopeUpsert | EnvelopeDebezium
+    # Both None for a sink from a dead-letter table, which writes Kafka Connect's format.
+    format: FormatSpec | None
+    envelope: EnvelopeUpsert | EnvelopeDebezium | None
     if_not_exists: bool = False
     key: tuple[Ident, ...] = ()
 
     def to_sql(self) -> str:
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
         key = f" KEY ({_csv(self.key)})" if self.key else ""
+        format_ = f" {self.format.to_sql()}" if self.format is not None else ""
+        envelope = f" ENVELOPE {self.envelope.to_sql()}" if self.envelope is not None else ""
         return (
             f"CREATE SINK{ine} {self.name.to_sql()} FROM {self.from_.to_sql()} "
             f"INTO KAFKA CONNECTION {self.connection.to_sql()} ({_csv(self.kafka_options)})"
-            f"{key} {self.format.to_sql()} ENVELOPE {self.envelope.to_sql()}"
+            f"{key}{format_}{envelope}"
         )
 
 

@@ -1,0 +1,115 @@
+"""Dead-letter sinks: a dead-letter table drained into a topic in Kafka Connect's
+dead-letter format (seed 001, KIP-298), so that Connect's DLQ tooling and replay read it
+unchanged.
+
+Each dead-letter row is one message: the bad message's key and value bytes as they were
+read and its original Kafka headers, then Connect's context headers, each value UTF-8 text
+as Connect's `DeadLetterQueueReporter` writes them:
+
+* `__connect.errors.topic` — the source's topic;
+* `__connect.errors.partition`, `__connect.errors.offset` — where the message was, in decimal;
+* `__connect.errors.connector.name` — the source that dead-lettered it (Connect names the
+  connector whose task failed on the record);
+* `__connect.errors.exception.message` — the error, the text of the table's `error` column.
+
+Connect's other context headers are not written, because nothing here is what they name:
+`task.id` (a Connect task: a source has no tasks of its own), `stage` and `class.name` (the
+converter or transformation stage and its Java class: sluice's decode errors are rows of
+data, not an exception thrown by a stage), `exception.class.name` and
+`exception.stacktrace` (no exception is thrown). Writing made-up values would mislead the
+tools that group by them.
+
+It plugs into the sink engine (`render/sink.py`) as a `SinkEnvelope`: a row's identity is
+its message's place (partition, offset), so a row is written once however often the
+table is read again; a dead-letter table is append-only, so a row never goes and nothing
+is written for a removal.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
+from sluice.catalog.store import Catalog
+from sluice.render.sink import Change, Message, SinkEnvelope, register_envelope
+from sluice.render.spark import spark
+from sluice.render.store import Store
+
+HEADER_PREFIX = "__connect.errors."
+
+
+def context_headers(topic: str, partition: int, offset: int, source: str, error: str) -> tuple[tuple[str, bytes], ...]:
+    """Connect's context headers of a dead-lettered message (see the module docstring)."""
+    return tuple(
+        (HEADER_PREFIX + name, text.encode())
+        for name, text in (
+            ("topic", topic),
+            ("partition", str(partition)),
+            ("offset", str(offset)),
+            ("connector.name", source),
+            ("exception.message", error),
+        )
+    )
+
+
+class DeadLetters(SinkEnvelope):
+    """Rows of a dead-letter table → Kafka Connect DLQ messages."""
+
+    def __init__(self, topic: str, source: str) -> None:
+        self.topic = topic  # the source's topic
+        self.source = source
+
+    def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
+        identity = F.encode(F.format_string("%d:%d", "partition", "offset"), "UTF-8")
+        # Bytes travel as base64 inside one JSON payload: Spark builds it natively, and the
+        # driver decodes only the rows it writes.
+        payload = F.to_json(
+            F.struct(
+                F.base64("key").alias("key"),
+                F.base64("value").alias("value"),
+                F.transform(
+                    F.coalesce("headers", F.array()),
+                    lambda h: F.struct(h["key"].alias("name"), F.base64(h["value"]).alias("value")),
+                ).alias("headers"),
+                F.col("error"),
+                F.col("partition"),
+                F.col("offset"),
+            )
+        )
+        return identity, F.encode(payload, "UTF-8")
+
+    def messages(self, change: Change) -> Iterator[Message]:
+        if change.after is None or change.before is not None:
+            return  # append-only: a row neither goes nor changes
+        row = json.loads(change.after)
+        original = tuple((h["name"], _bytes(h.get("value"))) for h in row["headers"])
+        context = context_headers(self.topic, row["partition"], row["offset"], self.source, row["error"])
+        for _ in range(change.count):
+            yield Message(_bytes(row.get("key")), _bytes(row.get("value")), original + context)
+
+
+def dead_letter_frame(store: Store, source: Item) -> DataFrame:
+    """The dead-letter rows `store` (the source's) committed, with the Kafka headers each
+    keeps (none, from a store written before dead-letter rows kept them)."""
+    rows = store.collection(spark(), source).dead_letters
+    headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
+    return rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
+
+
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _dead_letters(sink: Item, catalog: Catalog) -> SinkEnvelope:
+    source = catalog.by_id(catalog.by_id(sink.details.source).details.source)
+    return DeadLetters(source.details.topic, source.name)
+
+
+register_envelope(lambda sink, relation: relation.kind == kinds.DEAD_LETTER_TABLE, _dead_letters)

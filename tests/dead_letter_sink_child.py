@@ -1,0 +1,26 @@
+"""A session on a data directory that creates the source and dead-letter sink of
+tests/test_dead_letter_sink.py unless its catalog has them, waits until the source has
+caught up, says `ready`, then keeps ingesting and sinking until it is killed
+(tests/store_faults.py `kill_rounds` sends it SIGKILL)."""
+
+import sys
+import time
+from pathlib import Path
+
+from sluice.errors import SourceFailed
+from tests.test_dead_letter_sink import open_session
+
+data_dir, bootstrap = Path(sys.argv[1]), sys.argv[2]
+session = open_session(data_dir, bootstrap)
+deadline = time.monotonic() + 300
+while True:  # the stream runs and has caught up
+    try:
+        session.execute("SELECT count(*) FROM dlq")
+        break
+    except SourceFailed:  # a stream that failed to start (a loaded machine) restarts by itself
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(1)
+print("ready", flush=True)
+while True:
+    time.sleep(1)

@@ -1,0 +1,145 @@
+"""Dead-letter sinks: every row of a dead-letter table is one message of the sink's topic
+in Kafka Connect's DLQ format — the bad message's own key, value and headers, then
+Connect's context headers — exactly once, also across sessions killed (SIGKILL) while
+they ingest and sink."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sluice
+from sluice.kafka.client import watermarks
+from sluice.kafka.consume import read_committed
+from sluice.kafka.embedded import EmbeddedKafka, produce
+from sluice.kafka.topics import ControlServer
+from sluice.render.dead_letter_sink import DeadLetters, context_headers
+from sluice.render.sink import Change, Message
+from tests.store_faults import kill_rounds
+
+CHILD = Path(__file__).resolve().parent / "dead_letter_sink_child.py"
+SCRIPT = """
+    CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}');
+    CREATE SOURCE n FROM KAFKA CONNECTION kafka (TOPIC 'n') FORMAT TEXT WITH (REDIRECT ERRORS = dlq);
+    CREATE SINK dead FROM dlq INTO KAFKA CONNECTION kafka (TOPIC 'dead');
+"""
+BAD = b"\xff"
+ERROR = 'Decode error: Failed to decode UTF-8 (original bytes: "ff")'
+
+
+def open_session(data_dir: Path, bootstrap: str) -> sluice.Session:
+    create = not (data_dir / "catalog.json").exists()
+    session = sluice.Session(data_dir)
+    if create:
+        session.execute_script(SCRIPT.format(bootstrap=bootstrap))
+    return session
+
+
+@dataclass(frozen=True)
+class Sent:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+
+
+class Produced:
+    """Messages to topic `n`, some of them bad, each with a header of its own."""
+
+    def __init__(self, bootstrap: str, seed: int) -> None:
+        self.bootstrap = bootstrap
+        self.rng = random.Random(seed)
+        self.sent: list[Sent] = []
+
+    def more(self, count: int) -> None:
+        rng = self.rng
+        for partition in (0, 1):
+            start = watermarks(self.bootstrap, "n", {})[partition][1]
+            batch = []
+            for i in range(count // 2):
+                key = rng.choice([b"a", b"b", None])
+                value = rng.choice([b"x", BAD])
+                headers = (("seq", b"%d" % (len(self.sent) + len(batch))),) + rng.choice([(), (("h", b"\x00\xfe"),)])
+                batch.append(Sent(partition, start + i, key, value, headers))
+            produce(self.bootstrap, "n", [(s.key, s.value, list(s.headers)) for s in batch], partition=partition)
+            self.sent += batch
+
+    def dead_letters(self) -> list[tuple]:
+        """What the sink's topic must hold, one message per bad message."""
+        return sorted((
+            (s.key, s.value, s.headers + context_headers("n", s.partition, s.offset, "n", ERROR))
+            for s in self.sent
+            if s.value == BAD
+        ), key=repr)
+
+
+def sunk(bootstrap: str, at_least: int) -> list[tuple]:
+    messages = read_committed(bootstrap, "dead", at_least, 60)
+    return sorted(((m.key(), m.value(), tuple(m.headers() or ())) for m in messages), key=repr)
+
+
+ROW = st.tuples(
+    st.none() | st.binary(max_size=8),  # key
+    st.none() | st.binary(max_size=8),  # value
+    st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)), max_size=3),  # headers
+    st.text(max_size=12),  # error
+)
+FRAME = "error string, partition int, offset long, key binary, value binary, headers array<struct<key:string,value:binary>>"
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(ROW, max_size=6))
+def test_each_dead_letter_row_becomes_its_message_with_any_bytes_and_headers(spark, rows) -> None:
+    frame = spark.createDataFrame(
+        [(error, 1, offset, key, value, headers) for offset, (key, value, headers, error) in enumerate(rows)], FRAME
+    )
+    envelope = DeadLetters("t", "src")
+    shaped = frame.select(*envelope.shape(frame)).collect()
+    messages = [m for identity, payload in shaped for m in envelope.messages(Change(bytes(identity), None, bytes(payload)))]
+    assert messages == [
+        Message(key, value, tuple(headers) + context_headers("t", 1, offset, "src", error))
+        for offset, (key, value, headers, error) in enumerate(rows)
+    ]
+    assert len({bytes(identity) for identity, _ in shaped}) == len(rows)
+
+
+def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark, tmp_path) -> None:
+    with EmbeddedKafka() as kafka:
+        kafka.create_topic("n", 2)
+        produced = Produced(kafka.bootstrap, seed=1)
+        produced.more(16)
+        with open_session(tmp_path / "data", kafka.bootstrap) as session:
+            session.execute("SELECT count(*) FROM dlq")
+            session.drain_sinks(120)
+            assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
+            produced.more(10)  # later dead-letter rows are sent after, once
+            session.execute("SELECT count(*) FROM dlq")
+            session.drain_sinks(120)
+            assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
+
+
+def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    with EmbeddedKafka() as kafka:
+        control = ControlServer(kafka.bootstrap, kafka.create_topic)  # the children create topics
+        try:
+            kafka.create_topic("n", 2)
+            produced = Produced(kafka.bootstrap, seed=3)
+            produced.more(20)
+            kill_rounds(data_dir, produced, 3, random.Random(3), tmp_path / "child.log", CHILD)
+            assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
+            produced.more(10)
+            with open_session(data_dir, kafka.bootstrap) as reopened:
+                reopened.execute("SELECT count(*) FROM dlq")
+                reopened.drain_sinks(120)
+                expected = produced.dead_letters()
+                got = sunk(kafka.bootstrap, len(expected))
+        finally:
+            control.close()
+    assert len(got) == len(expected), (len(got), len(expected))
+    assert got == expected
