@@ -78,7 +78,8 @@ def test_sink_topic_read_back_equals_its_relation(spark, kafka, table_changes, s
         last = dict((key, value) for changes in source_changes for key, value in changes)
         produce(kafka.bootstrap, f"in{n}", _messages([(k, 0) for k, v in last.items() if v == "bad"]))
         session.drain_sinks(DRAIN_SECONDS)
-        assert [row[3] for row in session.execute("SHOW SINKS").rows] == ["running", "running"]
+        sinks = session.execute("SHOW SINKS").rows
+        assert [row[3] for row in sinks] == ["running", "running"], sinks
 
         table = set(session.execute("SELECT k, v FROM t").rows)
         assert _read_back(session, f"tout{n}") == table

@@ -542,7 +542,7 @@ class SinkJob:
     def answered_after(self, number: int, timeout: float) -> None:
         with self._changed:
             self._changed.wait_for(
-                lambda: self.answered >= number or self.status.state == FAILED or not self._thread.is_alive(),
+                lambda: self.answered >= number or not self._thread.is_alive(),
                 max(timeout, 0),
             )
 
@@ -665,7 +665,7 @@ class Sinks:
 
     def drain(self, timeout: float) -> None:
         """Wait (up to `timeout` seconds) until every sink has delivered what its relation
-        holds now, or is stalled or failed."""
+        holds now, or is stalled on its error; a failed sink is waited for as it retries."""
         asked = [(job, job.ask()) for job in self.jobs.values()]
         deadline = time.monotonic() + timeout
         for job, number in asked:
