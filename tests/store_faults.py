@@ -257,7 +257,7 @@ def kill_rounds(
     data_dir: Path, produced: Produced, rounds: int, rng: random.Random, log: Path, child_script: Path = CHILD
 ) -> None:
     """`rounds` times: a session on `data_dir` in a process of its own (`child_script`,
-    tests/restart_child.py unless given) catches up, ingests while messages arrive
+    tests/restart_child.py unless told) catches up, works while messages arrive
     (`produced.more`), and is killed (SIGKILL) at a random point."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     for _ in range(rounds):
