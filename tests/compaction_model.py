@@ -13,42 +13,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.render.store import Store
 
-ROW = StructType([StructField("k", StringType()), StructField("v", LongType())])
-ERR = StructType(
-    [
-        StructField("kind", StringType()),
-        StructField("code", StringType()),
-        StructField("message", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-        StructField("mz_timestamp", LongType()),
-    ]
-)
-SCHEMA = StructType(
-    [
-        StructField("__out", StringType()),
-        StructField("row", ROW),
-        StructField("err", ERR),
-        StructField("__p", IntegerType()),
-        StructField("__o", LongType()),
-        StructField("__seen", LongType()),
-    ]
-)
 _ARROW = pa.schema(
     [
         pa.field("row", pa.struct([("k", pa.string()), ("v", pa.int64())])),
@@ -61,7 +30,7 @@ _ARROW = pa.schema(
                     ("message", pa.string()),
                     ("partition", pa.int32()),
                     ("offset", pa.int64()),
-                    ("timestamp", pa.timestamp("us")),
+                    ("timestamp", pa.timestamp("us", tz="UTC")),
                     ("key", pa.binary()),
                     ("value", pa.binary()),
                     ("mz_timestamp", pa.int64()),
@@ -73,6 +42,7 @@ _ARROW = pa.schema(
         pa.field("__seen", pa.int64()),
     ]
 )
+SCHEMA = StructType([StructField("__out", StringType()), *from_arrow_schema(_ARROW).fields])
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -90,14 +91,15 @@ def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path)
     assert not list(model.store.compacted.iterdir()) and not list(model.store.batches.iterdir())
 
 
-def test_killed_sessions_compacting_resume_with_nothing_lost_or_duplicated(spark, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("SLUICE_COMPACT_AFTER", "2")  # the killed sessions compact all the time
+@pytest.mark.parametrize("rounds", [2, pytest.param(6, marks=pytest.mark.long)])
+def test_killed_sessions_compacting_resume_with_nothing_lost_or_duplicated(spark, tmp_path, monkeypatch, rounds) -> None:
+    monkeypatch.setenv("SLUICE_COMPACT_AFTER", "1")  # the killed sessions compact all the time
     data_dir = tmp_path / "data"
     with EmbeddedKafka() as kafka:
         produced = Produced(kafka.bootstrap, seed=18)
         produced.create_topics(kafka)
         produced.more(20)
-        kill_rounds(data_dir, produced, 3, random.Random(18), tmp_path / "child.log")
+        kill_rounds(data_dir, produced, rounds, random.Random(rounds), tmp_path / "child.log")
         produced.more(10)
         assert list(data_dir.glob("streams/*/compacted/*.json")), "the killed sessions compacted nothing"
         with open_session(data_dir, kafka.bootstrap) as reopened:
