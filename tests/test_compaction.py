@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,7 +37,7 @@ def read(spark, model: ModelStore) -> dict[str, list]:
         model.store.release()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     upsert=st.booleans(),
     redirected=st.booleans(),
@@ -72,6 +73,34 @@ def test_files_a_compaction_replaces_stay_while_a_read_may_use_them(spark, tmp_p
     model.add([("a", 9, False)])
     assert read(spark, model) == model.expected()
     assert model.store.totals().messages == len(model.messages)
+
+
+def test_every_state_a_killed_compaction_leaves_reads_the_same(spark, tmp_path) -> None:
+    """Killed while writing (a staging folder), after moving its files in (a base folder
+    without its record), or while removing what the base replaces (some of it gone)."""
+    model = ModelStore(tmp_path / "store", upsert=False, redirected=False)
+    batches = random_batches(random.Random(11), 9)
+    for batch in batches[:4]:
+        model.add(batch)
+    store = model.store
+    assert compact(spark, store, upsert=False) == 3
+    for batch in batches[4:]:
+        model.add(batch)
+    shutil.copytree(store.compacted / "3", store.root / "compaction-8-killed" / "out")
+    shutil.copytree(store.compacted / "3", store.compacted / "8")  # moved in, no record yet
+    assert read(spark, model) == model.expected()
+    with store.reading():  # a read keeps what base 8 replaces
+        assert compact(spark, store, upsert=False) == 8
+    (store.commits / "5.json").unlink()  # then the clean-up was under way
+    (store.compacted / "3.json").unlink()
+    assert read(spark, model) == model.expected()
+    assert store.recover("s", {0: 0, 1: 0}, upsert=False, lows=dict) == store.committed_offsets()
+    assert not (store.root / "compaction-8-killed").exists()
+    assert remove_replaced(store)
+    assert store.committed() == [8] and store.bases() == [8]
+    assert sorted(p.name for p in store.compacted.iterdir()) == ["8", "8.json"]
+    assert not any(store.batches.iterdir())
+    assert read(spark, model) == model.expected()
 
 
 def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path) -> None:

@@ -5,10 +5,11 @@ and how reads and repairs use it, are in `store`'s docstring).
 
 A compaction starts once `SLUICE_COMPACT_AFTER` commits (16 unless set; 0: never) have
 followed the base, and never sooner after the last one than four times that one's
-duration: rewriting a large base takes its share of the cores, not all of them. It is
-a Spark job of its own, in a thread, alongside the micro-batches: ingestion goes on while
-it runs. Stopping the ingestion cancels it; what it left behind is a staging folder that
-the next start removes.
+duration: rewriting a large base takes its share of the cores, not all of them. Its
+Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of their
+own, so that ingestion goes on with a fair share of the cores however large the base.
+Stopping the ingestion cancels them; what they left behind is a staging folder that the
+next start removes.
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ class Compactor:
         return head["commit"] - (bases[-1] if bases else -1) >= self.after
 
     def _run(self) -> None:
-        self.spark.sparkContext.setJobGroup(self.group, "sluice: compaction", interruptOnCancel=True)
+        context = self.spark.sparkContext
+        context.setJobGroup(self.group, "sluice: compaction", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", "sluice-compaction")
         while True:
             self._wake.wait()
             self._wake.clear()
