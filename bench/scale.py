@@ -99,7 +99,10 @@ class CommitWriter:
                 )
                 staging = Path(tempfile.mkdtemp(prefix="batch-bench-", dir=self.store.root))
                 (staging / "out" / "__out=oks").mkdir(parents=True)
-                pq.write_table(row, staging / "out" / "__out=oks" / "part-00000.parquet")
+                # INT96, as Spark writes timestamps: the store's readers expect Spark's types.
+                pq.write_table(
+                    row, staging / "out" / "__out=oks" / "part-00000.parquet", use_deprecated_int96_timestamps=True
+                )
                 self.store.commit(
                     staging / "out",
                     batch=offset,
