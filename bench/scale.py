@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -140,28 +141,29 @@ def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> Iterator[tuple[int, 
             ids = {name: session.catalog.current.get(name).id for name in ("template", "plain", "compacted")}
         streams = data_dir / "streams"
         template = next((streams / ids["template"]).glob("batches/0/__out=oks/*.parquet"))
-        writers = {}
-        for name in ("plain", "compacted"):
-            store = Store(streams / ids[name])
-            store.root.mkdir(parents=True, exist_ok=True)
-            (store.root / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
-            writers[name] = CommitWriter(store, template)
+        plain = CommitWriter(Store(streams / ids["plain"]), template)
+        plain.store.root.mkdir(parents=True, exist_ok=True)
+        (plain.store.root / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
         for target in targets:
             produce(kafka.bootstrap, "reads", data[produced:target], partition=0)
             produced = target
-            plain, compacted = writers["plain"], writers["compacted"]
-            plain.add(target - plain.offset)
-            behind = target - compacted.offset
-            if target > spare:
-                compacted.add(behind - spare)
-                compact(spark(), compacted.store, upsert=False)
-                compacted.add(spare)
-            else:
-                compacted.add(behind)
+            # The compacted store: the plain one's commits but the last few, compacted as
+            # the background compaction would have, then those few after its base.
+            plain.add(max(0, target - spare) - plain.offset)
+            shutil.rmtree(streams / ids["compacted"], ignore_errors=True)
+            shutil.copytree(plain.store.root, streams / ids["compacted"], ignore=shutil.ignore_patterns("checkpoint"))
+            compacted = CommitWriter(Store(streams / ids["compacted"]), template)
+            compacted.offset = plain.offset
+            compact(spark(), compacted.store, upsert=False)
+            for writer in (plain, compacted):
+                writer.add(target - writer.offset)
             with sluice.Session(data_dir) as session:
-                queries = [lambda n=name: session.execute(f"SELECT count(*) FROM {n}").rows[0][0] for n in writers]
+                queries = [
+                    lambda n=name: started(lambda: session.execute(f"SELECT count(*) FROM {n}").rows[0][0])
+                    for name in ("plain", "compacted")
+                ]
                 for query in queries:
-                    assert started(query) == target  # the stream started and found nothing new
+                    assert query() == target  # the stream started and found nothing new
                 if target == targets[0]:
                     timed(*queries)  # the JVM's code for these reads warmed up before the first figures
                 (plain_s, _), (compacted_s, _) = timed(*queries)
