@@ -232,6 +232,8 @@ class QueryRenderer:
     def close(self) -> None:
         for collection in self.collections.values():
             collection.base.unpersist()
+        for store in self.stored.values():
+            store.release()
 
 
 def _dead_letter_rows(errs: DataFrame, mz_timestamp) -> DataFrame:
