@@ -39,6 +39,7 @@ from sluice.plan import (
     Facts,
     NoticePlan,
     Plan,
+    PysparkPlan,
     QueryPlan,
     RowsPlan,
     SecretPlan,
@@ -194,7 +195,7 @@ class Session:
         created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan))
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, PysparkPlan))
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -282,6 +283,15 @@ class Session:
             return Result(planned.status, planned.columns, list(planned.rows))
         if isinstance(planned, QueryPlan):
             return self._select(planned)
+        if isinstance(planned, PysparkPlan):
+            from sluice.render.explain import pyspark_program  # pyspark's modules; no Spark
+
+            streams = self.data_dir / "streams"
+            ingested = {p.name for p in streams.iterdir()} if streams.is_dir() else set()
+            if self._live is not None:
+                ingested |= set(self._live.running)
+            lines = pyspark_program(planned, self.tables, ingested)
+            return Result(planned.status, ("plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
             from sluice.render.executor import source_statistics  # Spark only when needed
 

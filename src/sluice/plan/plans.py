@@ -75,6 +75,17 @@ class QueryPlan:
 
 
 @dataclass(frozen=True)
+class PysparkPlan:
+    """EXPLAIN PYSPARK: the program of a query (`query`, a SELECT's or a view's) or of a
+    source (`item`), over `catalog` (holding what the explained statement creates)."""
+
+    catalog: Any = field(repr=False)
+    query: QueryPlan | None = None
+    item: Item | None = None
+    status: str = "EXPLAIN"
+
+
+@dataclass(frozen=True)
 class StatisticsPlan:
     """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion,
     and its status (`running` or `failed`) with the reason it failed."""

@@ -1,0 +1,133 @@
+"""EXPLAIN PYSPARK: the program the renderer runs for a query or a source, as Python.
+
+The renderer itself is run under a `pyspark_code.recording()`, so the program is its own
+calls; only the offsets a snapshot reads, fixed from the topic's watermarks when a query
+starts, are left as the variable `ranges` (per source name, `[[partition, start, end], …]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
+from sluice.catalog.store import Catalog
+from sluice.errors import FeatureNotSupported
+from sluice.plan.plans import PysparkPlan, QueryPlan
+from sluice.render.pyspark_code import Expr, Recording, recording
+from sluice.render.query import QueryRenderer, first_errors, relation_view
+from sluice.render.source import SourceRead, render_source
+from sluice.tables import TableStore
+
+PREAMBLE = (
+    "import json",
+    "from pyspark.sql import functions as F",
+    "from pyspark.sql.types import *",
+    "from pyspark.sql.window import Window",
+    "",
+    "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
+)
+
+
+@dataclass(frozen=True)
+class ExplainedRead(SourceRead):
+    """A snapshot read of the source `name` whose offsets are the program's `ranges`."""
+
+    name: str = ""
+
+    def ranges_option(self):
+        return Expr((f"json.dumps(ranges[{_quoted(self.name)}])",))
+
+    def offsets(self):
+        return Expr((f"sum(end - start for _, start, end in ranges[{_quoted(self.name)}])",))
+
+
+def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: set[str]) -> list[str]:
+    """The program of EXPLAIN PYSPARK. A source ingested continuously (`ingested`, or so
+    by the catalog) is read from its committed batches, whose program is not printed yet."""
+    catalog = planned.catalog
+    reads = [planned.item.id] if planned.item is not None else [r.item_id for r in planned.query.reads]
+    continuous = catalog.continuous_sources() | ingested
+    for source_id in catalog.upstream_sources(reads):
+        if source_id in continuous:
+            name = catalog.by_id(source_id).name
+            raise FeatureNotSupported(
+                f'EXPLAIN PYSPARK over the continuously ingested source "{name}" is not supported yet'
+            )
+    if planned.item is not None:
+        return source_program(planned.item, catalog)
+    return query_program(planned.query, catalog, tables)
+
+
+def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list[str]:
+    """What a SELECT runs: each source read and split into oks and errs, the relations
+    as temporary views, the query, the guard that fails it on an error, its collection."""
+    with recording() as program:
+        queries = QueryRenderer(
+            program.spark, catalog, lambda item_id: ExplainedRead((), name=catalog.by_id(item_id).name), tables
+        )
+        frame, guards, width = queries.prepare(plan)
+        for read in _reads(plan):
+            item = catalog.by_id(read.item_id)
+            _name_views(program, relation_view(read), item, read.errors)
+        for item_id, collection in queries.collections.items():
+            name = catalog.by_id(item_id).name
+            program.name(collection.base, f"{name}_messages", f"{name}: its messages, decoded, each with its error or NULL")
+            program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs)")
+        hidden = len(frame.columns) - width
+        shown = f"its first {width} columns are the rows, the rest guards' flags" if hidden else "its rows"
+        program.bind(frame, "query", f"The query ({shown})")
+        frame.collect()
+        checked = [g for g in guards if g.flag is not None or g.observed is not None]
+        if checked:
+            program.comment(_checked_text(checked))
+            first_errors(checked).first()
+            program.raw("if first_error is not None:", "    raise RuntimeError(first_error.message)")
+    return _program(program)
+
+
+def source_program(item: Item, catalog: Catalog) -> list[str]:
+    """What a source is read as: its oks and its errs (or, redirected, its dead-letter rows)."""
+    with recording() as program:
+        collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
+        program.name(collection.base, f"{item.name}_messages", "Its messages, decoded, each with its error or NULL")
+        program.bind(collection.oks, f"{item.name}_oks", "Its rows (oks)")
+        program.bind(collection.errs, f"{item.name}_errs", "Its errors (errs): a query over the source fails with the first")
+    return _program(program)
+
+
+def _reads(plan: QueryPlan):
+    """Every relation the query reads, through views too."""
+    for read in plan.reads:
+        yield read
+        if read.query is not None:
+            yield from _reads(read.query)
+
+
+def _name_views(program: Recording, view: str, item: Item, errors: str | None) -> None:
+    suffix = {"ONLY": "only_errors", "IGNORE": "ignoring_errors"}.get(errors or "", "rows")
+    for frame in program.frames_viewed_as(view):
+        program.name(frame, f"{item.name}_{suffix}" if item.kind != kinds.TABLE else item.name)
+
+
+def _checked_text(guards) -> str:
+    said = []
+    for guard in guards:
+        if guard.flag is not None:
+            said.append(f"its rows' flag {guard.flag}")
+        else:
+            counted = "".join(guard.observed.messages.parts)
+            said.append(f'the observation "{guard.observed.name}" counts {counted} messages, none an error')
+    return (
+        "Guards the query's own pass checks: "
+        + "; ".join(said)
+        + ".\nsluice reads their first error only when one of them may have one; the query then fails with it."
+    )
+
+
+def _program(program: Recording) -> list[str]:
+    return [*PREAMBLE, "", *program.lines()]
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
