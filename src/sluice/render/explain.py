@@ -126,7 +126,8 @@ def _checked_text(guards) -> str:
 
 
 def _program(program: Recording) -> list[str]:
-    return [*PREAMBLE, "", *program.lines()]
+    lines = program.lines()
+    return [*sorted(program.imports), *PREAMBLE, "", *lines]
 
 
 def _quoted(name: str) -> str:

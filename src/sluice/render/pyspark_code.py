@@ -16,12 +16,15 @@ to a variable first.
 from __future__ import annotations
 
 import contextvars
+import datetime
+import decimal
 import json
 import keyword
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pyarrow as pa
 import sqlglot
 from pyspark.sql import functions as _functions
 from pyspark.sql.types import DataType, StructType
@@ -271,6 +274,10 @@ class _Session(Expr):
         return Frame(self.recording, ("spark.sql(", _Sql(text), ")"), dict.fromkeys(names))
 
     def createDataFrame(self, data, schema: StructType) -> Frame:
+        if isinstance(data, pa.Table):  # as sluice gives a table's rows: through Arrow
+            self.recording.imports |= {"import pyarrow as pa", "from pyspark.sql.pandas.types import to_arrow_schema"}
+            arrow_schema = Expr(("to_arrow_schema",) + _arguments((schema,), {"timezone": "UTC"}))
+            data = Expr(("pa.Table.from_pylist",) + _arguments((data.to_pylist(),), {"schema": arrow_schema}))
         parts = ("spark.createDataFrame",) + _arguments((data, schema), {})
         return Frame(self.recording, parts, {f.name: f.dataType for f in schema})
 
@@ -309,6 +316,7 @@ class Recording:
         self.names: dict[int, str] = {}  # id(frame) → the variable it is bound to
         self.comments: dict[int, str] = {}  # statement index → comment above it
         self.frame_comments: dict[int, str] = {}  # id(frame) → comment above its variable
+        self.imports: set[str] = set()  # what the program imports beyond the usual
 
     def statement(self, parts: tuple, target: str | None = None) -> None:
         self.statements.append((target, parts))
@@ -501,6 +509,12 @@ def _literal(value) -> str:
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (bytes, bool, int, float)) or value is None or isinstance(value, DataType):
         return repr(value)
+    if isinstance(value, datetime.date):  # a value of a table's row
+        _RECORDING.get().imports.add("import datetime")
+        return repr(value)
+    if isinstance(value, decimal.Decimal):
+        _RECORDING.get().imports.add("import decimal")
+        return f"decimal.{value!r}"
     raise NotImplementedError(f"recording a {type(value).__name__} argument")
 
 

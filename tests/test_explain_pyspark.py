@@ -1,0 +1,143 @@
+"""EXPLAIN PYSPARK prints what sluice runs: its program, run in a real Spark session over
+the embedded broker, gives the rows and the errors the statement gives. Printing it
+starts no Spark and opens no socket. The printed text: tests/golden/plan/explain_pyspark.test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import sluice
+from sluice.kafka.embedded import produce
+from sluice.render.executor import snapshot_read
+from tests.test_ingest import failure, rows
+
+
+@pytest.fixture
+def session(spark, kafka):
+    kafka.create_topic("orders", 2)
+    produce(kafka.bootstrap, "orders", [(b"alice", b'{"amount": 5}'), (b"bob", b"{oops")], partition=0)
+    produce(kafka.bootstrap, "orders", [(b"carol", b'{"amount": 7}'), (b"\xff", b'{"amount": 1}')], partition=1)
+    kafka.create_topic("clicks", 1)
+    produce(kafka.bootstrap, "clicks", [(None, b"alice"), (None, b"carol"), (None, b"alice"), (None, b"dave")], partition=0)
+    kafka.create_topic("updates", 1)
+    produce(
+        kafka.bootstrap,
+        "updates",
+        [(b"k1", b'{"v": 1}'), (b"k2", b"{bad"), (b"k1", b'{"v": 2}'), (b"k3", b'{"v": 3}'), (b"k3", None)],
+        partition=0,
+    )
+    with sluice.Session() as s:
+        s.execute_script(f"""
+            CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}');
+            CREATE SOURCE orders FROM KAFKA CONNECTION kafka (TOPIC 'orders')
+              KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE KEY, PARTITION, OFFSET;
+            CREATE SOURCE clicks FROM KAFKA CONNECTION kafka (TOPIC 'clicks') FORMAT TEXT;
+        """)
+        yield s
+
+
+def program(session, sql: str) -> dict:
+    """Runs the program EXPLAIN PYSPARK prints for `sql` on the session's Spark, each
+    source reading the offsets a snapshot now would: its variables, and under "raised"
+    what it raised."""
+    return run(session, explained(session, sql))
+
+
+def explained(session, sql: str) -> str:
+    return "\n".join(row[0] for row in rows(session, f"EXPLAIN PYSPARK FOR {sql}"))
+
+
+def run(session, text: str) -> dict:
+    from sluice.render.spark import spark
+
+    catalog = session.catalog.current
+    ranges = {}
+    for name in ("orders", "clicks", "updates"):
+        item = catalog.get(name)
+        if item is not None:
+            ranges[name] = [list(r) for r in snapshot_read(catalog, item.id).ranges]
+    variables = {"spark": spark(), "ranges": ranges}
+    try:
+        exec(compile(text, "<EXPLAIN PYSPARK>", "exec"), variables)
+    except Exception as e:  # what a user running the program sees
+        variables["raised"] = e
+    return variables
+
+
+def test_a_source_with_decode_errors(session) -> None:
+    sql = "SELECT key, data::text, \"offset\" FROM orders"
+    error = failure(session, sql)
+    ran = program(session, sql)
+    assert str(ran["raised"]) == error
+    assert error.startswith("Decode error: Failed to decode JSON")
+    # Its rows were the source's oks, as reading around the errors gives them.
+    good = rows(session, "SELECT key, data::text, \"offset\" FROM IGNORE ERRORS orders")
+    assert sorted(tuple(r[:3]) for r in ran["rows"]) == sorted(good)
+    errs = sorted(r.message for r in ran["orders_errs"].collect())
+    assert errs == sorted(r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS orders"))
+    assert len(errs) == 2
+
+
+def test_a_view_with_a_join(session) -> None:
+    session.execute("""
+        CREATE VIEW seen AS SELECT o.key, count(*) AS clicks
+        FROM IGNORE ERRORS orders AS o JOIN clicks AS c ON o.key = c.text GROUP BY o.key
+    """)
+    sql = "SELECT * FROM seen"
+    ran = program(session, sql)
+    assert "raised" not in ran
+    assert sorted(ran["rows"]) == sorted(rows(session, sql)) == [("alice", 2), ("carol", 1)]
+
+
+def test_an_evaluation_error(session) -> None:
+    sql = "SELECT text, 10 / (length(text) - 4) FROM clicks"
+    error = failure(session, sql, "22012")
+    assert error == "Evaluation error: division by zero"
+    assert error in str(program(session, sql)["raised"])
+    ok = "SELECT text, 10 / (length(text) - 3) FROM clicks"
+    width = 2  # then the flag saying whether the row's evaluation failed
+    assert sorted(tuple(r[:width]) for r in program(session, ok)["rows"]) == sorted(rows(session, ok))
+
+
+def test_a_source_as_created(session) -> None:
+    create = """CREATE SOURCE updates FROM KAFKA CONNECTION kafka (TOPIC 'updates')
+        KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT"""
+    text = explained(session, create)
+    assert session.catalog.current.get("updates") is None  # explained, not created
+    session.execute(create)
+    ran = run(session, text)
+    assert "raised" not in ran and "updates_oks = (" in text
+    oks = sorted((r.key, r.data.toJson()) for r in ran["updates_oks"].collect())
+    assert oks == sorted(rows(session, "SELECT key, data::text FROM IGNORE ERRORS updates")) == [("k1", '{"v":2}')]
+    errs = [r.message for r in ran["updates_errs"].collect()]
+    assert errs == [r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS updates")]
+    assert errs[0].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+
+
+ISOLATED = r"""
+import socket
+class NoSockets(socket.socket):
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("EXPLAIN PYSPARK opened a socket")
+socket.socket = NoSockets
+import sluice
+from pyspark import SparkContext
+session = sluice.Session(check_kafka=False)
+session.execute_script('''
+    CREATE CONNECTION kafka TO KAFKA (BROKER 'broker.invalid:9092');
+    CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT;
+    CREATE TABLE t (a int);
+''')
+lines = session.execute("EXPLAIN PYSPARK FOR SELECT key, a FROM s JOIN t ON true").rows
+assert SparkContext._gateway is None and SparkContext._active_spark_context is None
+print(len(lines))
+"""
+
+
+def test_printing_starts_no_spark_and_opens_no_socket() -> None:
+    result = subprocess.run([sys.executable, "-c", ISOLATED], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) > 10
