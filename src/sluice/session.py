@@ -290,7 +290,7 @@ class Session:
             ingested = {p.name for p in streams.iterdir()} if streams.is_dir() else set()
             if self._live is not None:
                 ingested |= set(self._live.running)
-            lines = pyspark_program(planned, self.tables, ingested)
+            lines = pyspark_program(planned, self.tables, frozenset(ingested))
             return Result(planned.status, ("plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
             from sluice.render.executor import source_statistics  # Spark only when needed

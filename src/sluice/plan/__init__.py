@@ -150,7 +150,7 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
     by name: what it would print is not rendered from this plan alone."""
     inner = statement.statement
     if isinstance(inner, ast.Select):
-        return PysparkPlan(catalog, query=plan_query(inner.body, catalog))
+        return _pyspark(PysparkPlan(catalog, query=plan_query(inner.body, catalog), span=statement.span))
     explained = isinstance(inner, ast.CreateSource) or (
         isinstance(inner, ast.CreateView) and not inner.materialized
     )
@@ -164,8 +164,13 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
     staged = catalog.with_items(created.items)
     item = created.items[0]
     if item.kind == kinds.SOURCE:
-        return PysparkPlan(staged, item=item)
-    return PysparkPlan(staged, query=relation_read(item, None, staged).query)
+        return _pyspark(PysparkPlan(staged, item=item, span=statement.span))
+    return _pyspark(PysparkPlan(staged, query=relation_read(item, None, staged).query, span=statement.span))
+
+
+def _pyspark(planned: PysparkPlan) -> PysparkPlan:
+    planned.refuse_continuous()
+    return planned
 
 
 def _explained_timeline(item, catalog: Catalog):

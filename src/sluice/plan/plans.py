@@ -8,6 +8,7 @@ from typing import Any
 from sluice.catalog.items import Item
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
+from sluice.errors import FeatureNotSupported
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,22 @@ class PysparkPlan:
     catalog: Any = field(repr=False)
     query: QueryPlan | None = None
     item: Item | None = None
+    span: Any = None  # the EXPLAIN statement's
     status: str = "EXPLAIN"
+
+    def refuse_continuous(self, ingested: frozenset[str] = frozenset()) -> None:
+        """A source ingested continuously (so by the catalog, or `ingested` now) is read
+        from its committed batches, a program EXPLAIN PYSPARK does not print yet."""
+        catalog = self.catalog
+        reads = [self.item.id] if self.item is not None else [r.item_id for r in self.query.reads]
+        continuous = catalog.continuous_sources() | ingested
+        for source_id in catalog.upstream_sources(reads):
+            if source_id in continuous:
+                name = catalog.by_id(source_id).name
+                raise FeatureNotSupported(
+                    f'EXPLAIN PYSPARK over the continuously ingested source "{name}" is not supported yet',
+                    span=self.span,
+                )
 
 
 @dataclass(frozen=True)

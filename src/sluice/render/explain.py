@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
 from sluice.render.pyspark_code import Expr, Recording, recording
 from sluice.render.query import QueryRenderer, first_errors, relation_view
@@ -24,7 +23,6 @@ PREAMBLE = (
     "from pyspark.sql import functions as F",
     "from pyspark.sql.types import *",
     "from pyspark.sql.window import Window",
-    "",
     "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
 )
 
@@ -42,21 +40,13 @@ class ExplainedRead(SourceRead):
         return Expr((f"sum(end - start for _, start, end in ranges[{_quoted(self.name)}])",))
 
 
-def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: set[str]) -> list[str]:
-    """The program of EXPLAIN PYSPARK. A source ingested continuously (`ingested`, or so
-    by the catalog) is read from its committed batches, whose program is not printed yet."""
-    catalog = planned.catalog
-    reads = [planned.item.id] if planned.item is not None else [r.item_id for r in planned.query.reads]
-    continuous = catalog.continuous_sources() | ingested
-    for source_id in catalog.upstream_sources(reads):
-        if source_id in continuous:
-            name = catalog.by_id(source_id).name
-            raise FeatureNotSupported(
-                f'EXPLAIN PYSPARK over the continuously ingested source "{name}" is not supported yet'
-            )
+def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: frozenset[str]) -> list[str]:
+    """The program of EXPLAIN PYSPARK, refused over a source ingested continuously
+    (`ingested` now): that is read from its committed batches."""
+    planned.refuse_continuous(ingested)
     if planned.item is not None:
-        return source_program(planned.item, catalog)
-    return query_program(planned.query, catalog, tables)
+        return source_program(planned.item, planned.catalog)
+    return query_program(planned.query, planned.catalog, tables)
 
 
 def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list[str]:
@@ -127,7 +117,7 @@ def _checked_text(guards) -> str:
 
 def _program(program: Recording) -> list[str]:
     lines = program.lines()
-    return [*sorted(program.imports), *PREAMBLE, "", *lines]
+    return [*sorted(program.imports), *PREAMBLE, *lines]
 
 
 def _quoted(name: str) -> str:
