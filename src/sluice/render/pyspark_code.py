@@ -30,9 +30,11 @@ from pyspark.sql import functions as _functions
 from pyspark.sql.types import DataType, StructType
 from pyspark.sql.window import Window as _Window
 
+from sluice.errors import SqlError
 from sluice.kafka.reader import Options
 
 _RAW = object()  # the target of a statement of raw lines
+_PLACEHOLDER = "\x00{}\x00"  # an expression's value in a message
 _RECORDING: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("recording", default=None)
 
 # Option names Spark's default `spark.redaction.regex` matches: their values are not shown.
@@ -75,6 +77,10 @@ class Expr:
         raise TypeError("a recorded PySpark expression is not iterable")
 
     __hash__ = object.__hash__
+
+    def __format__(self, spec: str) -> str:
+        """In a message, a placeholder `fail_if` writes as the expression's value."""
+        return _PLACEHOLDER.format("".join(p for p in self.parts if isinstance(p, str)))
 
     def _binary(self, operator: str, other, reflected: bool = False) -> Expr:
         left, right = (_parts(other), self.parts) if reflected else (self.parts, _parts(other))
@@ -516,6 +522,20 @@ def _literal(value) -> str:
         _RECORDING.get().imports.add("import decimal")
         return f"decimal.{value!r}"
     raise NotImplementedError(f"recording a {type(value).__name__} argument")
+
+
+def fail_if(condition, error: SqlError) -> None:
+    """Raise `error` if `condition` holds; recorded, the `if` that raises its message."""
+    if not isinstance(condition, Expr):
+        if condition:
+            raise error
+        return
+    pieces = error.message.split("\x00")
+    message = _literal(error.message)
+    if len(pieces) > 1:  # literal text and placeholders, alternately
+        text = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(pieces))
+        message = "f" + _literal(text)
+    _RECORDING.get().raw(f"if {''.join(condition.parts)}:", f"    raise RuntimeError({message})")
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
-from sluice.render.pyspark_code import F
+from sluice.render.pyspark_code import F, fail_if
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame
@@ -126,10 +126,10 @@ class QueryRenderer:
             return
         collection.base.persist()
         seen = collection.log.count()
-        if seen > tolerance:
-            raise SourceFailed(
-                item.name, f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}", recovers=False
-            )
+        fail_if(
+            seen > tolerance,
+            SourceFailed(item.name, f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}", recovers=False),
+        )
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[Guard]]:
         """The query's frame: its planned columns, then hidden flag columns of guards."""
