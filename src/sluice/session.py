@@ -240,7 +240,7 @@ class Session:
             for item in planned.items:
                 writer.relation(item, None, 1)
             lines += writer.lines
-        elif isinstance(planned, RowsPlan):
+        elif isinstance(planned, (RowsPlan, PysparkPlan)):
             lines.append("  " + " | ".join(result.columns))
             lines += ["  " + " | ".join(value_text(v) for v in row) for row in result.rows]
         return "\n".join(lines)
