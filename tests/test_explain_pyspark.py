@@ -1,11 +1,9 @@
 """EXPLAIN PYSPARK prints what sluice runs: its program, run in a real Spark session over
 the embedded broker, gives the rows and the errors the statement gives. Printing it
-starts no Spark and opens no socket. The printed text: tests/golden/plan/explain_pyspark.test."""
+starts no Spark and opens no socket (tests/test_planning_isolation.py). The printed text:
+tests/golden/plan/explain_pyspark.test."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
@@ -115,29 +113,3 @@ def test_a_source_as_created(session) -> None:
     errs = [r.message for r in ran["updates_errs"].collect()]
     assert errs == [r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS updates")]
     assert errs[0].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
-
-
-ISOLATED = r"""
-import socket
-class NoSockets(socket.socket):
-    def __init__(self, *args, **kwargs):
-        raise AssertionError("EXPLAIN PYSPARK opened a socket")
-socket.socket = NoSockets
-import sluice
-from pyspark import SparkContext
-session = sluice.Session(check_kafka=False)
-session.execute_script('''
-    CREATE CONNECTION kafka TO KAFKA (BROKER 'broker.invalid:9092');
-    CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT;
-    CREATE TABLE t (a int);
-''')
-lines = session.execute("EXPLAIN PYSPARK FOR SELECT key, a FROM s JOIN t ON true").rows
-assert SparkContext._gateway is None and SparkContext._active_spark_context is None
-print(len(lines))
-"""
-
-
-def test_printing_starts_no_spark_and_opens_no_socket() -> None:
-    result = subprocess.run([sys.executable, "-c", ISOLATED], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert int(result.stdout) > 10

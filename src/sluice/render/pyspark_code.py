@@ -414,7 +414,9 @@ class _Writer:
         if key in self.written:
             return self.names[key]
         if self.uses.get(key, 0) > 1 or key in self.names:
-            name = self.names.setdefault(key, next(self.anonymous))
+            if key not in self.names:
+                self.names[key] = next(self.anonymous)
+            name = self.names[key]
             text = self.inline(part)
             self.written.add(key)
             self.lines += _comment_lines(self.comments.get(key)) + _statement_lines(name, text)
