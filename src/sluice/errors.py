@@ -209,6 +209,12 @@ class NotNullViolation(SqlError):
     code = "23502"
 
 
+class UniqueViolation(SqlError):
+    """A sink's KEY holds two rows of its relation (Materialize's upsert key violation)."""
+
+    code = "23505"
+
+
 class QueryCanceled(SqlError):
     """A statement gave up waiting (PostgreSQL's statement timeout)."""
 

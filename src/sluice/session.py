@@ -14,6 +14,7 @@ entry point: whatever fails in it reaches the caller as a `SqlError`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -43,11 +44,13 @@ from sluice.plan import (
     QueryPlan,
     RowsPlan,
     SecretPlan,
+    SinkStatusPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
     plan,
     registry_subjects,
+    sink_query,
 )
 from sluice.plan.facts import RegistrySchema
 from sluice.plan.introspect import ExplainWriter
@@ -118,6 +121,38 @@ class Session:
             raise
         self.tables = TableStore(self.data_dir)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
+        self._sinks = None  # the running sinks (render.sink.Sinks), once there are any
+        if check_kafka:  # the data directory's sinks run while its session lives
+            for item in self.catalog.current:
+                if item.kind == kinds.SINK:
+                    self._start_sink(item)
+
+    def _start_sink(self, sink) -> None:
+        from sluice.render.executor import start_sink
+        from sluice.render.sink import Sinks
+
+        if self._sinks is None:
+            self._sinks = Sinks(self.data_dir)
+        current = self.catalog.current
+        start_sink(self._sinks, self._streams(), current, self.tables, sink, sink_query(sink, current))
+
+    def _sink_status(self, sink_id: str) -> tuple:
+        """(status, rows written, last offset, error) of a sink: its job's, or, when this
+        session does not run it, `stopped` and what its last run committed."""
+        status = None if self._sinks is None else self._sinks.status(sink_id)
+        if status is not None:
+            return (status.state, status.rows, status.offset, status.error)
+        try:
+            committed = json.loads((self.data_dir / "sinks" / sink_id / "progress.json").read_text())
+        except (OSError, ValueError):
+            committed = {}
+        return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
+
+    def drain_sinks(self, timeout: float) -> None:
+        """Wait (up to `timeout` seconds) until every running sink has delivered what its
+        relation holds now, or is stalled or failed."""
+        if self._sinks is not None:
+            self._sinks.drain(timeout)
 
     def _streams(self):
         if self._live is None:
@@ -157,6 +192,9 @@ class Session:
         return Progress(catch_up, task_progress(job_group))
 
     def close(self) -> None:
+        if self._sinks is not None:
+            self._sinks.close()
+            self._sinks = None
         if self._live is not None:
             self._live.close()
             self._live = None
@@ -195,7 +233,7 @@ class Session:
         created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, PysparkPlan))
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan, PysparkPlan))
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -258,6 +296,8 @@ class Session:
                 # A materialized view runs from its creation: its sources ingest continuously.
                 updated = self.catalog.current
                 start_ingestion(self._streams(), updated, updated.upstream_sources(views))
+            for sink in (i for i in planned.items if i.kind == kinds.SINK and self.check_kafka):
+                self._start_sink(sink)  # a sink runs from its creation, on a thread of its own
             return Result(planned.status)
         if isinstance(planned, SecretPlan):
             self.secrets.write(planned.secret_id, planned.value)
@@ -271,6 +311,9 @@ class Session:
         if isinstance(planned, DropPlan):
             self.catalog.commit(current.without(planned.ids))
             self.secrets.remove(i for i in planned.ids if current.by_id(i).kind == kinds.SECRET)
+            if self._sinks is not None:  # before what they read stops
+                for item_id in planned.ids:
+                    self._sinks.drop(item_id)
             for item_id in planned.ids:
                 self.tables.drop(current.by_id(item_id))
                 if self._live is not None:
@@ -281,6 +324,9 @@ class Session:
             return Result(planned.status, notice=planned.notice)
         if isinstance(planned, RowsPlan):
             return Result(planned.status, planned.columns, list(planned.rows))
+        if isinstance(planned, SinkStatusPlan):
+            rows = [row + self._sink_status(i) for row, i in zip(planned.rows, planned.sink_ids, strict=True)]
+            return Result(planned.status, planned.columns, rows)
         if isinstance(planned, QueryPlan):
             return self._select(planned)
         if isinstance(planned, PysparkPlan):

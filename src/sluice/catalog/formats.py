@@ -22,6 +22,7 @@ holds) and hands that in.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import typing
@@ -351,9 +352,16 @@ class AvroRegistry(_Avro):
         """The row in the Confluent wire format under the schema's registry id."""
         if self.schema_id is None:
             raise ValueError("the schema has no registry id yet")
+        return confluent_frame(self.schema_id, self.body(values))
+
+    def body(self, values: Sequence) -> bytes:
+        """The row in Avro binary, unframed (a Debezium envelope holds it as before/after)."""
         datum = _shaped_row(self.columns, values, _avro_scalar)
-        body = avro_datum(fastavro.parse_schema(json.loads(self.schema)), datum)
-        return confluent_frame(self.schema_id, body)
+        return avro_datum(self._parsed_schema, datum)
+
+    @functools.cached_property
+    def _parsed_schema(self):
+        return fastavro.parse_schema(json.loads(self.schema))
 
 
 FormatDesc = Text | Bytes | Json | Csv | AvroInline | AvroRegistry

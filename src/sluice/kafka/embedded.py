@@ -167,6 +167,7 @@ class EmbeddedKafka:
             except ExternalSystemError:
                 self.close()
                 raise
+        _IN_PROCESS[self.bootstrap] = self
 
     def _listen_on(self, port: int) -> None:
         """Broker i listens on `port`+i-1 and advertises that address."""
@@ -254,6 +255,8 @@ class EmbeddedKafka:
 
     def close(self) -> None:
         """Stop the cluster (clients connected to it see their connections drop)."""
+        if _IN_PROCESS.get(getattr(self, "bootstrap", None)) is self:
+            del _IN_PROCESS[self.bootstrap]
         with self._lock:
             cluster, rk = self._cluster, self._rk
             self._cluster = self._rk = None
@@ -280,6 +283,17 @@ class EmbeddedKafka:
     def __repr__(self) -> str:
         state = "closed" if self._cluster is None else self.bootstrap
         return f"EmbeddedKafka(brokers={self._brokers}, {state})"
+
+
+# The embedded brokers this process runs, by bootstrap address: what creates a topic on
+# one finds it here (its Kafka protocol cannot), as `sluice kafka serve`'s control socket
+# serves the same for other processes.
+_IN_PROCESS: dict[str, EmbeddedKafka] = {}
+
+
+def in_process(bootstrap: str) -> EmbeddedKafka | None:
+    """The embedded broker of this process serving `bootstrap`, if there is one."""
+    return _IN_PROCESS.get(bootstrap)
 
 
 def produce(

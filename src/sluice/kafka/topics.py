@@ -106,7 +106,14 @@ def _read_line(connection: socket.socket) -> bytes:
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
     """Create topic `name` with `partitions` partitions on the cluster at `bootstrap`:
-    through its control socket if it is a `sluice kafka serve`, else the admin API."""
+    directly if it is an embedded broker of this process, through its control socket if
+    it is a `sluice kafka serve`, else the admin API."""
+    from sluice.kafka.embedded import in_process
+
+    embedded = in_process(bootstrap)
+    if embedded is not None:
+        embedded.create_topic(name, partitions)
+        return
     path = control_path(bootstrap)
     if path is not None and path.exists():
         try:

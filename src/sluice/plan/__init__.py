@@ -7,6 +7,7 @@ option validation and the timeline check all happen here; the session applies th
 from __future__ import annotations
 
 from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, FeatureNotSupported
 from sluice.plan import connections, ddl, introspect, writes
@@ -21,6 +22,7 @@ from sluice.plan.plans import (
     QueryPlan,
     RowsPlan,
     SecretPlan,
+    SinkStatusPlan,
     StatisticsPlan,
     SubscribePlan,
     WritePlan,
@@ -40,11 +42,13 @@ __all__ = [
     "QueryPlan",
     "RowsPlan",
     "SecretPlan",
+    "SinkStatusPlan",
     "StatisticsPlan",
     "SubscribePlan",
     "WritePlan",
     "plan",
     "registry_subjects",
+    "sink_query",
 ]
 
 _CREATES = {
@@ -106,14 +110,19 @@ def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
     if isinstance(statement.target, ast.QueryBody):
         return plan_query(statement.target, catalog, "SUBSCRIBE")
     item = resolve(catalog, statement.target, *kinds.RELATIONS)
-    timeline = single_timeline(catalog, [item.id], statement.target.span)
+    return _whole_relation(item, catalog, statement.target.to_sql(), statement.target.span, "SUBSCRIBE")
+
+
+def sink_query(sink: Item, catalog: Catalog) -> QueryPlan:
+    """The query a sink's job evaluates: its whole relation."""
+    relation = catalog.by_id(sink.details.source)
+    return _whole_relation(relation, catalog, relation.name, None, "SINK")
+
+
+def _whole_relation(item: Item, catalog: Catalog, name_sql: str, span, status: str) -> QueryPlan:
+    timeline = single_timeline(catalog, [item.id], span)
     return QueryPlan(
-        f"SELECT * FROM {statement.target.to_sql()}",
-        None,
-        item.columns,
-        (relation_read(item, None, catalog),),
-        timeline,
-        "SUBSCRIBE",
+        f"SELECT * FROM {name_sql}", None, item.columns, (relation_read(item, None, catalog),), timeline, status
     )
 
 

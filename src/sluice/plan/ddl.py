@@ -9,6 +9,7 @@ from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType, unique_columns
 from sluice.errors import (
     DependentObjectsStillExist,
+    FeatureNotSupported,
     InvalidParameterValue,
     UndefinedColumn,
     UndefinedObject,
@@ -165,6 +166,11 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     spec = statement.format
     key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
     value_format = sink_format(value_ast, relation.columns, catalog)
+    if envelope == "debezium" and value_format.name not in ("json", "avro"):
+        raise FeatureNotSupported(
+            f"ENVELOPE DEBEZIUM requires FORMAT JSON or AVRO, found FORMAT {value_format.name.upper()}",
+            span=statement.envelope.span,
+        )
     key_columns = tuple(relation.column(i.value) for i in statement.key)
     key_format = sink_format(key_ast, key_columns, catalog) if key_columns else None
     desc = SinkDesc(

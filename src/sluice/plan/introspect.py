@@ -7,7 +7,7 @@ from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
 from sluice.plan.names import resolve
-from sluice.plan.plans import QueryPlan, RowsPlan, StatisticsPlan
+from sluice.plan.plans import QueryPlan, RowsPlan, SinkStatusPlan, StatisticsPlan
 from sluice.syntax import ast
 
 _SHOWN_KINDS = {
@@ -21,7 +21,7 @@ _SHOWN_KINDS = {
 }
 
 
-def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan:
+def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan | SinkStatusPlan:
     wanted = _SHOWN_KINDS[statement.kind]
     items = sorted((i for i in catalog if i.kind in wanted), key=lambda i: i.name)
 
@@ -45,8 +45,8 @@ def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan:
         columns = ("name", "timeline")
         rows = [(i.name, timeline_text(i.timeline)) for i in items]
     elif statement.kind == "SINKS":
-        columns = ("name", "type", "from")
-        rows = [(i.name, "kafka", name_of(i.details.source)) for i in items]
+        rows = tuple((i.name, "kafka", name_of(i.details.source)) for i in items)
+        return SinkStatusPlan(rows, tuple(i.id for i in items))
     elif statement.kind == "CONNECTIONS":
         columns = ("name", "type")
         rows = [(i.name, i.details.connection_type) for i in items]

@@ -114,6 +114,19 @@ class StatisticsPlan:
 
 
 @dataclass(frozen=True)
+class SinkStatusPlan:
+    """SHOW SINKS: each sink's catalog row (name, type, relation), then what its job says:
+    its status (`starting`, `running`, `stalled` on its relation's error, `failed` on a
+    fault it retries, `stopped` when this session does not run it), rows written, the
+    last offset written, and the error or reason."""
+
+    rows: tuple[tuple[Any, ...], ...]
+    sink_ids: tuple[str, ...]
+    columns: tuple[str, ...] = ("name", "type", "from", "status", "rows_written", "last_offset", "error")
+    status: str = "SHOW"
+
+
+@dataclass(frozen=True)
 class SubscribePlan:
     query: QueryPlan
     status: str = "SUBSCRIBE"
@@ -143,6 +156,7 @@ Plan = (
     | RowsPlan
     | QueryPlan
     | StatisticsPlan
+    | SinkStatusPlan
     | SubscribePlan
     | WritePlan
 )

@@ -1,20 +1,24 @@
 """The executor: runs a plan on Spark — snapshot SELECT (each source read up to its offsets
-when the query starts), table writes, subscriptions, source statistics and continuous
-ingestion."""
+when the query starts), table writes, subscriptions, sinks, source statistics and
+continuous ingestion."""
 
 from __future__ import annotations
 
 import os
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
 from pyspark.sql.types import VariantVal
 
 from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, SourceFailed, SparkQueryFailed, SqlError, collection_error
@@ -24,6 +28,7 @@ from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
+from sluice.render.sink import Sinks
 from sluice.render.source import SourceRead, retry_policy
 from sluice.render.spark import spark
 from sluice.render.store import Store
@@ -148,12 +153,39 @@ def renderer(catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> 
     )
 
 
+def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableStore, sink: Item, plan: QueryPlan) -> None:
+    """Run the sink `sink` over its relation's query `plan`: every source the relation
+    reads is ingested continuously, so each of its micro-batches (and each write of a
+    table it reads) is a point where the sink's relation may change."""
+    item_ids = [r.item_id for r in plan.reads]
+    sources = catalog.upstream_sources(item_ids)
+    table_paths = [tables.path(catalog.by_id(t)) for t in catalog.upstream_sources(item_ids, kinds.TABLE)]
+
+    def version():
+        return (
+            tuple(streams.store(s).committed()[-1:] for s in sources),
+            tuple(p.stat().st_mtime_ns if p.exists() else None for p in table_paths),
+        )
+
+    def evaluate(envelope):
+        stores = live_stores(streams, catalog, item_ids, frozenset(sources))
+        rows = run_snapshot(plan, catalog, tables, stores, lambda frame: list(envelope.shape(frame)))[1]
+        return [(bytes(identity), None if payload is None else bytes(payload)) for identity, payload in rows]
+
+    sinks.start(sink, catalog, evaluate, version)
+
+
 def run_snapshot(
-    plan: QueryPlan, catalog: Catalog, tables: TableStore, stores: dict[str, Store]
+    plan: QueryPlan,
+    catalog: Catalog,
+    tables: TableStore,
+    stores: dict[str, Store],
+    shape: Callable[[DataFrame], list[SparkColumn]] | None = None,
 ) -> tuple[tuple[str, ...], list[tuple]]:
+    """The query's rows (projected by `shape`, given its frame)."""
     queries = renderer(catalog, tables, stores)
     try:
-        rows = [tuple(_value(v) for v in row) for row in queries.collect(plan)]
+        rows = [tuple(_value(v) for v in row) for row in queries.collect(plan, shape)]
     except SqlError as e:
         raise _with_hint(e, plan, catalog)
     except (PySparkException, Py4JJavaError) as e:

@@ -1,0 +1,658 @@
+"""Kafka sinks: a job per sink writing its relation's changes to a topic, exactly once.
+
+**How changes are computed.** A sink's relation may be a table, a source, a dead-letter
+table or a view over them; none of these is a Spark streaming query whose output is a
+change stream (a view is evaluated at read time over its sources' committed batches, a
+table is a file replaced per statement). So a sink works as SUBSCRIBE does: each time
+what the relation reads changes (a source commits a micro-batch, a table is written) it
+evaluates the relation's snapshot and diffs it against the snapshot it last delivered.
+The heavy parts run on Spark: evaluating the relation, and encoding every row into the
+bytes its messages carry (an Arrow-batched Python UDF on the executors, with the format
+registry's encoders — one encoder per format, whatever writes it). The driver receives
+one pair of byte strings per row — the row's *identity* and its *payload* — and diffs
+them against the last delivered state with a dictionary lookup per row, which is cheap
+next to evaluating and encoding. A snapshot with errors (a query over the relation would
+fail) delivers nothing: the sink is `stalled` with the error and tries again at the next
+change, so it resumes by itself once the error is retracted.
+
+**Envelopes, the extension point.** How rows become identities, payloads and messages is
+a `SinkEnvelope`: `shape(frame)` gives the two Spark columns (identity, payload) of the
+relation's frame, and `messages(change)` turns one `Change` (identity, payload before,
+payload after, each None when absent) into the `Message`s it writes (key, value,
+headers). `Upsert` (key = KEY columns, value = the row, a deleted key a tombstone) and
+`Debezium` (value `{"before": …, "after": …}`, with or without a KEY) are here; a relation
+whose change rows become messages differently — a dead-letter table's rows becoming Kafka
+Connect DLQ messages with their original key, value and headers plus context headers — is
+another `SinkEnvelope`, registered with `register_envelope(accepts, make)`: `accepts(sink,
+relation)` chooses it, `make(sink, catalog)` builds it. The loop never changes for it.
+
+**Exactly once.** Each sink has one transactional producer (`transactional.id`
+`sluice-sink-<sink id>`). A step that has changes writes the new state (the delivered
+snapshot's identities and payloads, fsynced, as `state/<version>`) first, then, in one
+Kafka transaction, the step's messages and a progress record in the connection's progress
+topic `_sluice-progress-<connection id>` (key `sluice-sink-<sink id>`, value `{"version":
+n, "rows": total written, "offset": last offset}`; Materialize keeps such a topic,
+`_materialize-progress-…`, keyed `mz-sink-<id>`), and commits; older states are removed
+after. On start the producer is initialised (which fences a previous incarnation and
+aborts its open transaction), the sink reads its last committed progress record with
+`isolation.level=read_committed`, and resumes from the state of exactly that version,
+discarding any newer state a crash left uncommitted. So whatever instant a process dies
+at, the topic read with read_committed holds every change once: a step either committed
+(its state is the one resumed from) or did not (it is computed again).
+
+**Faults.** A Kafka or registry fault (a broker unreachable, a transaction that failed)
+aborts the step's transaction; the sink shows `failed` with the reason and retries with
+the connection's backoff (`kafka/retry.py`'s doubling delays, capped at the default RETRY
+DELAY MAX), from its last committed state, until it gets through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sluice.catalog import items as kinds
+from sluice.catalog.files import replace_file, sync_directory
+from sluice.catalog.formats import AvroRegistry, Format, Json
+from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
+from sluice.catalog.secrets import connection_options, registry_login
+from sluice.catalog.store import Catalog
+from sluice.errors import ExternalSystemError, QueryCanceled, SqlError, UniqueViolation
+from sluice.kafka.client import connection_config
+from sluice.kafka.encode import confluent_frame
+from sluice.kafka.registry import SchemaRegistry
+from sluice.kafka.retry import RetryPolicy
+from sluice.kafka.topics import create_topic, list_topics
+from sluice.render.failures import failure_reason
+
+# How often an idle sink looks for changes in what its relation reads.
+POLL_SECONDS = 0.2
+# Seconds a transaction may take before librdkafka aborts it.
+TRANSACTION_TIMEOUT_MS = 60_000
+
+STARTING, RUNNING, STALLED, FAILED = "starting", "running", "stalled", "failed"
+
+
+@dataclass(frozen=True)
+class Message:
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class Change:
+    """A row identity whose payload changed between two delivered snapshots: None before
+    means it was added, None after that it went. `count` is how many times (a relation
+    without a key may hold a row several times)."""
+
+    identity: bytes
+    before: bytes | None
+    after: bytes | None
+    count: int = 1
+
+
+class SinkEnvelope:
+    """How a sink's relation rows become messages (see the module docstring). `unique`:
+    whether two rows with one identity are an error of the relation (an upsert key that is
+    not unique) rather than a row held twice."""
+
+    unique: bool = True
+
+    def prepare(self) -> None:
+        """Whatever must exist before the first step (registering schemas)."""
+
+    def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
+        raise NotImplementedError
+
+    def messages(self, change: Change) -> Iterator[Message]:
+        raise NotImplementedError
+
+
+def encoded(fmt: Format, frame: DataFrame, columns: tuple[str, ...], body: bool = False) -> SparkColumn:
+    """`columns` of `frame` encoded by `fmt` (its unframed Avro body, with `body`), on
+    the executors: an Arrow-batched Python UDF calling the format's encoder."""
+    encode = fmt.body if body else fmt.encode
+
+    def row_bytes(row) -> bytes | None:
+        return encode(tuple(_plain(v) for v in row))
+
+    udf = F.udf(row_bytes, T.BinaryType(), useArrow=True)
+    types = dict((f.name, f.dataType) for f in frame.schema.fields)
+    return udf(F.struct(*(_jsonable(c, types[c]) for c in columns)))
+
+
+def _jsonable(name: str, data_type: T.DataType) -> SparkColumn:
+    column = F.col("`" + name.replace("`", "``") + "`")
+    # A jsonb queried through a view is a VARIANT; encoders take its JSON text.
+    return F.to_json(column).alias(name) if isinstance(data_type, T.VariantType) else column
+
+
+def _plain(value: Any) -> Any:
+    """A value as the encoders take it: records as tuples, timestamps without a zone."""
+    if hasattr(value, "__fields__"):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if getattr(value, "tzinfo", None) is not None:
+        from datetime import timezone
+
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value
+
+
+class _Rows:
+    """A value format's row encoding and how an envelope frames it."""
+
+    def __init__(self, fmt: Format, registry: SchemaRegistry | None, topic: str) -> None:
+        self.format = fmt
+        self.registry = registry
+        self.topic = topic
+        self.debezium_id: int | None = None
+
+    def register(self, debezium: bool) -> None:
+        if not isinstance(self.format, AvroRegistry):
+            return
+        subject = f"{self.topic}-value"
+        if debezium:
+            row = json.loads(self.format.schema)
+            envelope = {
+                "type": "record",
+                "name": "envelope",
+                "fields": [{"name": "before", "type": ["null", row]}, {"name": "after", "type": ["null", "row"]}],
+            }
+            self.debezium_id = self.registry.register(subject, json.dumps(envelope))
+        else:
+            self.format = replace(self.format, schema_id=self.registry.register(subject, self.format.schema))
+
+    def column(self, frame: DataFrame, columns: tuple[str, ...]) -> SparkColumn:
+        """The payload of a row: the whole value for UPSERT, the row for DEBEZIUM."""
+        return encoded(self.format, frame, columns, body=self.debezium_id is not None)
+
+    def debezium(self, before: bytes | None, after: bytes | None) -> bytes:
+        if isinstance(self.format, AvroRegistry):
+            union = b"".join(b"\x00" if row is None else b"\x02" + row for row in (before, after))
+            return confluent_frame(self.debezium_id, union)
+        return b'{"before":' + (before or b"null") + b',"after":' + (after or b"null") + b"}"
+
+
+def _key_format(desc: SinkDesc, registry: SchemaRegistry | None) -> Format | None:
+    fmt = desc.key_format
+    if isinstance(fmt, AvroRegistry):
+        return replace(fmt, schema_id=registry.register(f"{desc.topic}-key", fmt.schema))
+    return fmt
+
+
+class Upsert(SinkEnvelope):
+    """Key: the KEY columns; value: the row; a key that went: a tombstone."""
+
+    def __init__(self, desc: SinkDesc, rows: _Rows, registry: SchemaRegistry | None, columns: tuple[str, ...]):
+        self.desc, self.rows, self.registry, self.columns = desc, rows, registry, columns
+        self.key_format: Format | None = None
+
+    def prepare(self) -> None:
+        self.key_format = _key_format(self.desc, self.registry)
+        self.rows.register(debezium=False)
+
+    def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
+        return encoded(self.key_format, frame, self.desc.key), self.rows.column(frame, self.columns)
+
+    def messages(self, change: Change) -> Iterator[Message]:
+        yield Message(change.identity, change.after)
+
+
+class Debezium(SinkEnvelope):
+    """Value `{"before": row, "after": row}`; keyed by the KEY columns if there are any,
+    else every row is its own identity (key null) and a row held twice is written twice."""
+
+    def __init__(self, desc: SinkDesc, rows: _Rows, registry: SchemaRegistry | None, columns: tuple[str, ...]):
+        self.desc, self.rows, self.registry, self.columns = desc, rows, registry, columns
+        self.key_format: Format | None = None
+        self.unique = bool(desc.key)
+
+    def prepare(self) -> None:
+        self.key_format = _key_format(self.desc, self.registry)
+        self.rows.register(debezium=True)
+
+    def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
+        row = self.rows.column(frame, self.columns)
+        if not self.desc.key:
+            return row, row
+        return encoded(self.key_format, frame, self.desc.key), row
+
+    def messages(self, change: Change) -> Iterator[Message]:
+        key = change.identity if self.desc.key else None
+        for _ in range(change.count):
+            yield Message(key, self.rows.debezium(change.before, change.after))
+
+
+def _registry(desc: SinkDesc, catalog: Catalog) -> SchemaRegistry | None:
+    for fmt in (desc.key_format, desc.value_format):
+        if fmt is not None and fmt.registry is not None:
+            connection = catalog.by_id(fmt.registry).details
+            return SchemaRegistry(connection.url, *(registry_login(connection, catalog) or ()))
+    return None
+
+
+def _row_envelope(sink: Item, catalog: Catalog) -> SinkEnvelope:
+    desc = sink.details
+    relation = catalog.by_id(desc.source)
+    registry = _registry(desc, catalog)
+    rows = _Rows(desc.value_format, registry, desc.topic)
+    columns = tuple(c.name for c in relation.columns)
+    cls = Upsert if desc.envelope == "upsert" else Debezium
+    return cls(desc, rows, registry, columns)
+
+
+# (accepts(sink, relation), make(sink, catalog)), the first that accepts chooses.
+_ENVELOPES: list[tuple[Callable[[Item, Item], bool], Callable[[Item, Catalog], SinkEnvelope]]] = []
+
+
+def register_envelope(
+    accepts: Callable[[Item, Item], bool], make: Callable[[Item, Catalog], SinkEnvelope]
+) -> None:
+    """Sink relations whose rows `accepts` become messages by the envelope `make` builds."""
+    _ENVELOPES.insert(0, (accepts, make))
+
+
+register_envelope(lambda sink, relation: True, _row_envelope)
+
+
+def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
+    relation = catalog.by_id(sink.details.source)
+    make = next(make for accepts, make in _ENVELOPES if accepts(sink, relation))
+    return make(sink, catalog)
+
+
+# ---------------------------------------------------------------- state
+
+
+class SinkState:
+    """What a sink delivered: `identity → (payload, count)` at each committed version, in
+    `<sink dir>/state/<version>.arrow` (Arrow IPC, fsynced before the version's commit)."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "state"
+
+    def path(self, version: int) -> Path:
+        return self.dir / f"{version}.arrow"
+
+    def load(self, version: int) -> dict[bytes, tuple[bytes | None, int]]:
+        if version == 0:
+            return {}
+        with pa.memory_map(str(self.path(version))) as source:
+            table = pa.ipc.open_file(source).read_all()
+        columns = table.to_pydict()
+        return {
+            i: (p, c) for i, p, c in zip(columns["identity"], columns["payload"], columns["count"], strict=True)
+        }
+
+    def write(self, version: int, rows: dict[bytes, tuple[bytes | None, int]]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        table = pa.table(
+            {
+                "identity": pa.array(list(rows), pa.binary()),
+                "payload": pa.array([p for p, _ in rows.values()], pa.binary()),
+                "count": pa.array([c for _, c in rows.values()], pa.int64()),
+            }
+        )
+        tmp = self.dir / f".{version}.arrow"
+        with open(tmp, "wb") as f:
+            with pa.ipc.new_file(f, table.schema) as writer:
+                writer.write_table(table)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path(version))
+        sync_directory(self.dir)
+
+    def keep_only(self, version: int) -> None:
+        if not self.dir.exists():
+            return
+        for path in self.dir.iterdir():
+            if path.name != f"{version}.arrow":
+                path.unlink(missing_ok=True)
+
+
+@dataclass
+class Progress:
+    version: int = 0
+    rows: int = 0
+    offset: int | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps({"version": self.version, "rows": self.rows, "offset": self.offset}).encode()
+
+
+# ---------------------------------------------------------------- Kafka
+
+
+def progress_topic(desc: SinkDesc) -> str:
+    return f"_sluice-progress-{desc.connection}"
+
+
+class Delivery:
+    """A sink's transactional producer, its topics and its progress records."""
+
+    def __init__(self, sink: Item, catalog: Catalog) -> None:
+        self.sink = sink
+        self.desc: SinkDesc = sink.details
+        connection = catalog.by_id(self.desc.connection).details
+        self.bootstrap = ",".join(connection.brokers)
+        self.config = connection_config(connection_options(connection, catalog).all())
+        self.progress_key = f"sluice-sink-{sink.id}".encode()
+        self.producer = None
+
+    def open(self) -> Progress:
+        """Create the topics if missing, fence any earlier producer of this sink, and
+        read the last committed progress."""
+        from confluent_kafka import Producer
+
+        existing = list_topics(self.bootstrap, self.config)
+        for topic in (self.desc.topic, progress_topic(self.desc)):
+            if topic not in existing:
+                try:
+                    create_topic(self.bootstrap, topic, 1, self.config)
+                except ExternalSystemError:
+                    if topic not in list_topics(self.bootstrap, self.config):  # not a race lost
+                        raise
+        self.producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": f"sluice-sink-{self.sink.id}",
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "linger.ms": 5,
+                "queue.buffering.max.messages": 1_000_000,
+                **self.config,
+            }
+        )
+        self.producer.init_transactions(30)
+        return self._last_progress()
+
+    def _last_progress(self) -> Progress:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"sluice-sink-{self.sink.id}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                **self.config,
+            }
+        )
+        found = Progress()
+        try:
+            consumer.assign([TopicPartition(progress_topic(self.desc), 0, OFFSET_BEGINNING)])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        return found
+                    raise ExternalSystemError(f"cannot read the sink's progress: {message.error().str()}")
+                if message.key() == self.progress_key and message.value() is not None:
+                    found = Progress(**json.loads(message.value()))
+            raise ExternalSystemError("cannot read the sink's progress: timed out")
+        finally:
+            consumer.close()
+
+    def deliver(self, messages: Iterator[Message], progress: Progress) -> Progress:
+        """Write `messages` and the progress record after them in one transaction; the
+        progress as committed (rows written, last offset)."""
+        from confluent_kafka import KafkaException
+
+        producer = self.producer
+        offsets: list[int] = []
+        failures: list[str] = []
+
+        def delivered(error, message) -> None:
+            if error is not None:
+                failures.append(error.str())
+            else:
+                offsets.append(message.offset())
+
+        written = 0
+        try:
+            producer.begin_transaction()
+            for message in messages:
+                while True:
+                    try:
+                        producer.produce(
+                            self.desc.topic,
+                            key=message.key,
+                            value=message.value,
+                            headers=list(message.headers) or None,
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                written += 1
+                producer.poll(0)
+            producer.flush(TRANSACTION_TIMEOUT_MS / 1000)
+            if failures:
+                raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {failures[0]}")
+            committed = Progress(
+                progress.version + 1, progress.rows + written, max(offsets, default=progress.offset)
+            )
+            producer.produce(progress_topic(self.desc), key=self.progress_key, value=committed.to_json())
+            producer.commit_transaction(TRANSACTION_TIMEOUT_MS / 1000)
+        except KafkaException as e:
+            self._abort()
+            raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {e.args[0].str()}") from None
+        except BaseException:
+            self._abort()
+            raise
+        return committed
+
+    def _abort(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.abort_transaction(10)
+        except KafkaException:
+            self.producer = None  # fatal: the next start makes a new one
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.flush(5)
+            self.producer = None
+
+
+# ---------------------------------------------------------------- the job
+
+
+@dataclass
+class Status:
+    state: str = STARTING
+    rows: int = 0
+    offset: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class SinkJob:
+    """One sink's loop, on a thread of its own: wait for a change of what the relation
+    reads, evaluate, diff, deliver. `evaluate()` gives the relation's (identity, payload)
+    pairs or raises its error; `version()` changes when what it reads may have changed."""
+
+    sink: Item
+    catalog: Catalog
+    root: Path
+    evaluate: Callable[[SinkEnvelope], list[tuple[bytes, bytes | None]]]
+    version: Callable[[], Any]
+    status: Status = field(default_factory=Status)
+    # Drain requests: each asks for one evaluation begun after it; `answered` counts the
+    # requests the last finished evaluation began after.
+    asked: int = 0
+    answered: int = 0
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def ask(self) -> int:
+        with self._changed:
+            self.asked += 1
+            return self.asked
+
+    def answered_after(self, number: int, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self.answered >= number or self.status.state == FAILED or not self._thread.is_alive(),
+                max(timeout, 0),
+            )
+
+    def _answer(self, number: int) -> None:
+        with self._changed:
+            self.answered = max(self.answered, number)
+            self._changed.notify_all()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"sluice-sink-{self.sink.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        retry = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000, self.sink.name)
+        delays = retry.delays()
+        while not self._stop.is_set():
+            delivery = Delivery(self.sink, self.catalog)
+            try:
+                self._deliver_changes(delivery)
+                return
+            except Exception as e:  # noqa: BLE001 - a fault fails the sink until a retry gets through
+                self.status.state = FAILED
+                self.status.error = e.message if isinstance(e, SqlError) else failure_reason(e)
+            finally:
+                delivery.close()
+            self._stop.wait(next(delays))
+
+    def _deliver_changes(self, delivery: Delivery) -> None:
+        state = SinkState(self.root)
+        envelope = envelope_of(self.sink, self.catalog)
+        envelope.prepare()
+        progress = delivery.open()
+        state.keep_only(progress.version)
+        delivered = state.load(progress.version)
+        self.status.rows, self.status.offset = progress.rows, progress.offset
+        seen = object()
+        while not self._stop.is_set():
+            asked = self.asked
+            version = self.version()
+            if version == seen and asked == self.answered:
+                self._stop.wait(POLL_SECONDS)
+                continue
+            try:
+                pairs = self.evaluate(envelope)
+                snapshot = _snapshot(pairs, envelope.unique)
+            except (ExternalSystemError, QueryCanceled):
+                raise  # a fault, not the relation's error: the sink fails and retries
+            except SqlError as e:  # the relation's error: nothing past it is written
+                self.status = Status(STALLED, progress.rows, progress.offset, e.message)
+                seen = version
+                self._answer(asked)
+                continue
+            changes = _changes(delivered, snapshot)
+            if changes:
+                state.write(progress.version + 1, snapshot)
+                messages = (m for change in changes for m in envelope.messages(change))
+                progress = delivery.deliver(messages, progress)
+                state.keep_only(progress.version)
+                # What SHOW SINKS tells of the sink while no session runs it.
+                replace_file(self.root / "progress.json", progress.to_json())
+                delivered = snapshot
+            self.status = Status(RUNNING, progress.rows, progress.offset)
+            seen = version
+            self._answer(asked)
+
+
+def _snapshot(pairs: list[tuple[bytes, bytes | None]], unique: bool) -> dict[bytes, tuple[bytes | None, int]]:
+    snapshot: dict[bytes, tuple[bytes | None, int]] = {}
+    for identity, payload in pairs:
+        held = snapshot.get(identity)
+        if held is None:
+            snapshot[identity] = (payload, 1)
+        elif unique:
+            raise UniqueViolation(
+                f"the sink's key is not unique in its relation: two rows have the key {identity!r}"
+            )
+        else:
+            snapshot[identity] = (payload, held[1] + 1)
+    return snapshot
+
+
+def _changes(before: dict, after: dict) -> list[Change]:
+    changes = []
+    for identity, (payload, count) in after.items():
+        held = before.get(identity)
+        if held is None:
+            changes.append(Change(identity, None, payload, count))
+        elif held[0] != payload:
+            changes.append(Change(identity, held[0], payload, 1))
+        elif held[1] != count:
+            more = count - held[1]
+            changes.append(Change(identity, None, payload, more) if more > 0 else Change(identity, payload, None, -more))
+    for identity, (payload, count) in before.items():
+        if identity not in after:
+            changes.append(Change(identity, payload, None, count))
+    return changes
+
+
+class Sinks:
+    """The running sinks of one session, each under `<data dir>/sinks/<id>/`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = data_dir / "sinks"
+        self.jobs: dict[str, SinkJob] = {}
+
+    def start(self, sink: Item, catalog: Catalog, evaluate, version) -> None:
+        if sink.id not in self.jobs:
+            job = SinkJob(sink, catalog, self.root / sink.id, evaluate, version)
+            self.jobs[sink.id] = job
+            job.start()
+
+    def status(self, sink_id: str) -> Status | None:
+        job = self.jobs.get(sink_id)
+        return None if job is None else job.status
+
+    def drain(self, timeout: float) -> None:
+        """Wait (up to `timeout` seconds) until every sink has delivered what its relation
+        holds now, or is stalled or failed."""
+        asked = [(job, job.ask()) for job in self.jobs.values()]
+        deadline = time.monotonic() + timeout
+        for job, number in asked:
+            job.answered_after(number, deadline - time.monotonic())
+
+    def drop(self, sink_id: str) -> None:
+        job = self.jobs.pop(sink_id, None)
+        if job is not None:
+            job.stop()
+        shutil.rmtree(self.root / sink_id, ignore_errors=True)
+
+    def close(self) -> None:
+        for job in self.jobs.values():
+            job._stop.set()
+        for job in self.jobs.values():
+            job.stop()
+        self.jobs.clear()

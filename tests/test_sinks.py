@@ -1,0 +1,170 @@
+"""Kafka sinks on the embedded broker and Spark: tables', views' and upsert sources'
+changes delivered as UPSERT and DEBEZIUM messages in JSON and Avro (through the test
+registry), stalling on errors, read back with read_committed."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import fastavro
+import pytest
+
+import sluice
+from sluice.kafka.embedded import produce
+from tests.registry import Registry
+from tests.sinks import read_committed, upserted
+
+DRAIN_SECONDS = 120
+
+
+@pytest.fixture
+def session(spark, kafka):
+    with sluice.Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        yield session
+
+
+def test_table_changes_become_upserts_and_tombstones(session, kafka) -> None:
+    session.execute_script(
+        """
+        CREATE TABLE t (a int, b text);
+        INSERT INTO t VALUES (1, 'x'), (2, 'y');
+        CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    first = read_committed(kafka.bootstrap, "out")
+    assert sorted(first) == [(b'{"a":1}', b'{"a":1,"b":"x"}'), (b'{"a":2}', b'{"a":2,"b":"y"}')]
+    session.execute_script("UPDATE t SET b = 'z' WHERE a = 1; DELETE FROM t WHERE a = 2; INSERT INTO t VALUES (3, NULL);")
+    session.drain_sinks(DRAIN_SECONDS)
+    later = read_committed(kafka.bootstrap, "out")[len(first) :]
+    assert sorted(later, key=repr) == sorted(
+        [(b'{"a":1}', b'{"a":1,"b":"z"}'), (b'{"a":2}', None), (b'{"a":3}', b'{"a":3,"b":null}')], key=repr
+    )
+
+
+def test_upsert_source_drains_to_its_latest_values(session, kafka) -> None:
+    kafka.create_topic("in", 1)
+    produce(kafka.bootstrap, "in", [(b"a", b'{"v":1}'), (b"b", b'{"v":2}'), (b"a", b'{"v":3}')])
+    session.execute_script(
+        """
+        CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 'in') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM src INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (key) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    assert upserted(read_committed(kafka.bootstrap, "out")) == {
+        b'{"key":"a"}': b'{"key":"a","data":{"v":3}}',
+        b'{"key":"b"}': b'{"key":"b","data":{"v":2}}',
+    }
+    produce(kafka.bootstrap, "in", [(b"b", None)])
+    session.drain_sinks(DRAIN_SECONDS)
+    assert json.loads(upserted(read_committed(kafka.bootstrap, "out"))[b'{"key":"a"}'])["data"] == {"v": 3}
+    assert b'{"key":"b"}' not in upserted(read_committed(kafka.bootstrap, "out"))
+
+
+def _status(session: sluice.Session) -> list[tuple]:
+    return [row[3:] for row in session.execute("SHOW SINKS").rows]
+
+
+def test_corrupt_message_stalls_the_sink_until_its_key_is_overwritten(session, kafka) -> None:
+    kafka.create_topic("in", 1)
+    produce(kafka.bootstrap, "in", [(b"a", b'{"v":1}')])
+    session.execute_script(
+        """
+        CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 'in') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM src INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (key) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("running", 1, 0, None)]
+    produce(kafka.bootstrap, "in", [(b"b", b"{bad"), (b"c", b'{"v":3}')])
+    session.drain_sinks(DRAIN_SECONDS)
+    (status,) = _status(session)
+    assert status[:3] == ("stalled", 1, 0)
+    assert status[3].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+    assert len(read_committed(kafka.bootstrap, "out")) == 1  # nothing past the error, not even c
+
+    produce(kafka.bootstrap, "in", [(b"b", b'{"v":2}')])
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session)[0][:2] == ("running", 3)
+    assert set(upserted(read_committed(kafka.bootstrap, "out"))) == {
+        b'{"key":"a"}', b'{"key":"b"}', b'{"key":"c"}'
+    }
+
+
+def test_evaluation_error_in_a_view_stalls_until_its_row_is_deleted(session, kafka) -> None:
+    session.execute_script(
+        """
+        CREATE TABLE t (a int);
+        INSERT INTO t VALUES (1), (0);
+        CREATE VIEW v AS SELECT a, 10 / a AS q FROM t;
+        CREATE SINK s FROM v INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE UPSERT;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("stalled", 0, None, "Evaluation error: division by zero")]
+    session.execute("DELETE FROM t WHERE a = 0")
+    session.drain_sinks(DRAIN_SECONDS)
+    assert _status(session) == [("running", 1, 0, None)]
+    assert read_committed(kafka.bootstrap, "out") == [(b'{"a":1}', b'{"a":1,"q":10}')]
+
+
+def test_debezium_json_before_and_after(session, kafka) -> None:
+    session.execute_script(
+        """
+        CREATE TABLE t (a int, b text);
+        INSERT INTO t VALUES (1, 'x');
+        CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE DEBEZIUM;
+        """
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    session.execute("UPDATE t SET b = 'y'")
+    session.drain_sinks(DRAIN_SECONDS)
+    session.execute("DELETE FROM t")
+    session.drain_sinks(DRAIN_SECONDS)
+    assert [(k, json.loads(v)) for k, v in read_committed(kafka.bootstrap, "out")] == [
+        (b'{"a":1}', {"before": None, "after": {"a": 1, "b": "x"}}),
+        (b'{"a":1}', {"before": {"a": 1, "b": "x"}, "after": {"a": 1, "b": "y"}}),
+        (b'{"a":1}', {"before": {"a": 1, "b": "y"}, "after": None}),
+    ]
+
+
+def test_avro_registers_its_schemas_and_frames_with_their_ids(session, kafka) -> None:
+    registry = Registry({})
+    try:
+        session.execute_script(
+            f"""
+            CREATE CONNECTION csr TO CONFLUENT SCHEMA REGISTRY (URL '{registry.url}');
+            CREATE TABLE t (a int NOT NULL, b text);
+            INSERT INTO t VALUES (1, 'x'), (2, NULL);
+            CREATE SINK up FROM t INTO KAFKA CONNECTION kafka (TOPIC 'up') KEY (a)
+              FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr ENVELOPE UPSERT;
+            CREATE SINK dbz FROM t INTO KAFKA CONNECTION kafka (TOPIC 'dbz')
+              FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr ENVELOPE DEBEZIUM;
+            """
+        )
+        session.drain_sinks(DRAIN_SECONDS)
+        session.execute("DELETE FROM t WHERE a = 2")
+        session.drain_sinks(DRAIN_SECONDS)
+
+        def decoded(subject: str, data: bytes | None):
+            if data is None:
+                return None
+            schema_id, schema = registry.subjects[subject]
+            assert data[:5] == b"\0" + struct.pack(">I", schema_id)
+            return fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(json.loads(schema)))
+
+        up = [(decoded("up-key", k), decoded("up-value", v)) for k, v in read_committed(kafka.bootstrap, "up")]
+        assert sorted(up[:2], key=repr) == [({"a": 1}, {"a": 1, "b": "x"}), ({"a": 2}, {"a": 2, "b": None})]
+        assert up[2:] == [({"a": 2}, None)]
+        dbz = [(k, decoded("dbz-value", v)) for k, v in read_committed(kafka.bootstrap, "dbz")]
+        assert sorted(dbz[:2], key=repr) == [
+            (None, {"before": None, "after": {"a": 1, "b": "x"}}),
+            (None, {"before": None, "after": {"a": 2, "b": None}}),
+        ]
+        assert dbz[2:] == [(None, {"before": {"a": 2, "b": None}, "after": None})]
+    finally:
+        registry.close()
