@@ -27,6 +27,9 @@ PREAMBLE = (
 )
 
 
+DECODED = "its messages, decoded, each with its error or NULL"
+
+
 @dataclass(frozen=True)
 class ExplainedRead(SourceRead):
     """A snapshot read of the source `name` whose offsets are the program's `ranges`."""
@@ -62,7 +65,7 @@ def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list
             _name_views(program, relation_view(read), item, read.errors)
         for item_id, collection in queries.collections.items():
             name = catalog.by_id(item_id).name
-            program.name(collection.base, f"{name}_messages", f"{name}: its messages, decoded, each with its error or NULL")
+            program.name(collection.base, f"{name}_messages", f"{name}: {DECODED}")
             program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs)")
         hidden = len(frame.columns) - width
         shown = f"its first {width} columns are the rows, the rest guards' flags" if hidden else "its rows"
@@ -71,18 +74,19 @@ def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list
         checked = [g for g in guards if g.flag is not None or g.observed is not None]
         if checked:
             program.comment(_checked_text(checked))
-            first_errors(checked).first()
-            program.raw("if first_error is not None:", "    raise RuntimeError(first_error.message)")
+            first = "".join(first_errors(checked).first().parts)
+            program.raw(f"if {first} is not None:", f"    raise RuntimeError({first}.message)")
     return _program(program)
 
 
 def source_program(item: Item, catalog: Catalog) -> list[str]:
-    """What a source is read as: its oks and its errs (or, redirected, its dead-letter rows)."""
+    """What a source is read as: its oks and its errs."""
     with recording() as program:
         collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
-        program.name(collection.base, f"{item.name}_messages", "Its messages, decoded, each with its error or NULL")
+        program.name(collection.base, f"{item.name}_messages", DECODED[:1].upper() + DECODED[1:])
         program.bind(collection.oks, f"{item.name}_oks", "Its rows (oks)")
-        program.bind(collection.errs, f"{item.name}_errs", "Its errors (errs): a query over the source fails with the first")
+        errs = "Its errors (errs): a query over the source fails with the first"
+        program.bind(collection.errs, f"{item.name}_errs", errs)
     return _program(program)
 
 

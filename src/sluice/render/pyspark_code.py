@@ -535,7 +535,9 @@ def fail_if(condition, error: SqlError) -> None:
     pieces = error.message.split("\x00")
     message = _literal(error.message)
     if len(pieces) > 1:  # literal text and placeholders, alternately
-        text = "".join(p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(pieces))
+        text = "".join(
+            p.replace("{", "{{").replace("}", "}}") if i % 2 == 0 else "{" + p + "}" for i, p in enumerate(pieces)
+        )
         message = "f" + _literal(text)
     _RECORDING.get().raw(f"if {''.join(condition.parts)}:", f"    raise RuntimeError({message})")
 

@@ -126,10 +126,8 @@ class QueryRenderer:
             return
         collection.base.persist()
         seen = collection.log.count()
-        fail_if(
-            seen > tolerance,
-            SourceFailed(item.name, f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}", recovers=False),
-        )
+        reason = f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}"
+        fail_if(seen > tolerance, SourceFailed(item.name, reason, recovers=False))
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[Guard]]:
         """The query's frame: its planned columns, then hidden flag columns of guards."""
