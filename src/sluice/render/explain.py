@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
+from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
-from sluice.render.pyspark_code import Expr, Recording, recording
+from sluice.render.pyspark_code import Expr, Recording, Unrecordable, recording
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.source import SourceRead, render_source
 from sluice.tables import TableStore
@@ -47,9 +48,12 @@ def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: frozense
     """The program of EXPLAIN PYSPARK, refused over a source ingested continuously
     (`ingested` now): that is read from its committed batches."""
     planned.refuse_continuous(ingested)
-    if planned.item is not None:
-        return source_program(planned.item, planned.catalog)
-    return query_program(planned.query, planned.catalog, tables)
+    try:
+        if planned.item is not None:
+            return source_program(planned.item, planned.catalog)
+        return query_program(planned.query, planned.catalog, tables)
+    except Unrecordable as e:
+        raise FeatureNotSupported(f"EXPLAIN PYSPARK does not print a program with {e} yet", span=planned.span) from None
 
 
 def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list[str]:

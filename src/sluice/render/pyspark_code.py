@@ -51,6 +51,10 @@ _EFFECTS = frozenset({"createOrReplaceTempView", "unpersist", "persist", "cache"
 _ACTIONS = frozenset({"collect", "first", "count", "take", "toLocalIterator"})
 
 
+class Unrecordable(Exception):
+    """A call the recording cannot write as Python (what, in the exception's words)."""
+
+
 class Expr:
     """A Python expression: a sequence of text and the DataFrames it refers to. `name` is
     the column name Spark gives it where one is evident (`F.col("x")`, `.alias("x")`)."""
@@ -201,7 +205,7 @@ class _Method:
             return frame.derived(parts, {n: t for n, t in fields.items() if n not in args})
         if method == "toDF":
             return frame.derived(parts, dict(zip(args, fields.values(), strict=True)))
-        raise NotImplementedError(f"recording DataFrame.{method}")
+        raise Unrecordable(f"DataFrame.{method}")
 
 
 def _selected(fields: dict, columns: tuple) -> dict:
@@ -214,7 +218,7 @@ def _selected(fields: dict, columns: tuple) -> dict:
         elif column.name is not None:
             selected[column.name] = _type_of(column, fields)
         else:
-            raise NotImplementedError("recording a select of an unnamed column")
+            raise Unrecordable("a select of an unnamed column")
     return selected
 
 
@@ -523,7 +527,7 @@ def _literal(value) -> str:
     if isinstance(value, decimal.Decimal):
         _RECORDING.get().imports.add("import decimal")
         return f"decimal.{value!r}"
-    raise NotImplementedError(f"recording a {type(value).__name__} argument")
+    raise Unrecordable(f"a {type(value).__name__} argument")
 
 
 def fail_if(condition, error: SqlError) -> None:
