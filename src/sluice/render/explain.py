@@ -24,8 +24,8 @@ PREAMBLE = (
     "from pyspark.sql import functions as F",
     "from pyspark.sql.types import *",
     "from pyspark.sql.window import Window",
-    "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
 )
+RANGES = "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts"
 
 
 DECODED = "its messages, decoded, each with its error or NULL"
@@ -72,7 +72,7 @@ def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list
             program.name(collection.base, f"{name}_messages", f"{name}: {DECODED}")
             program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs)")
         hidden = len(frame.columns) - width
-        shown = f"its first {width} columns are the rows, the rest guards' flags" if hidden else "its rows"
+        shown = f"the rows are its first {width} column(s), the rest guards' flags" if hidden else "its rows"
         program.bind(frame, "query", f"The query ({shown})")
         frame.collect()
         checked = [g for g in guards if g.flag is not None or g.observed is not None]
@@ -125,7 +125,8 @@ def _checked_text(guards) -> str:
 
 def _program(program: Recording) -> list[str]:
     lines = program.lines()
-    return [*sorted(program.imports), *PREAMBLE, *lines]
+    reads = [RANGES] if any("ranges[" in line for line in lines) else []
+    return [*sorted(program.imports), *PREAMBLE, *reads, *lines]
 
 
 def _quoted(name: str) -> str:
