@@ -154,12 +154,13 @@ class Frame(Expr):
 
 
 class _Schema:
-    """`frame.schema`: its fields; a type rendering never needs reads as the frame's own."""
+    """`frame.schema`: its fields. A type the recording does not know is written as the
+    frame's own, `frame.schema["name"].dataType`."""
 
     def __init__(self, frame: Frame) -> None:
         self.frame = frame
 
-    def __getitem__(self, name: str) -> StructField:
+    def __getitem__(self, name: str) -> _Field:
         data_type = self.frame.fields[name]
         if data_type is None:
             data_type = Expr((self.frame, f'.schema["{name}"].dataType'))
@@ -170,6 +171,8 @@ class _Schema:
 
 
 class _Field:
+    """A field of `frame.schema`: its `name` and `dataType`."""
+
     def __init__(self, name: str, data_type) -> None:
         self.name = name
         self.dataType = data_type
