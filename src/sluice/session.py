@@ -148,11 +148,17 @@ class Session:
             committed = {}
         return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
 
-    def drain_sinks(self, timeout: float) -> None:
+    @user_errors
+    def drain_sinks(self, timeout: float) -> list[tuple[str, str, str | None]]:
         """Wait (up to `timeout` seconds) until every running sink has delivered what its
-        relation holds now, or is stalled or failed."""
-        if self._sinks is not None:
-            self._sinks.drain(timeout)
+        relation holds now, or is stalled or failed; (name, status, error) of each sink
+        that is not `running` then."""
+        if self._sinks is None:
+            return []
+        self._sinks.drain(timeout)
+        sinks = [self.catalog.current.by_id(i) for i in self._sinks.jobs]
+        statuses = [(sink.name, self._sink_status(sink.id)) for sink in sinks]
+        return [(name, status[0], status[3]) for name, status in statuses if status[0] != "running"]
 
     def _streams(self):
         if self._live is None:

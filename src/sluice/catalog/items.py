@@ -122,6 +122,7 @@ class SinkDesc:
     envelope: str  # upsert | debezium
     key: tuple[str, ...] = ()
     key_format: FormatDesc | None = None  # of the KEY columns
+    partition_count: int | None = None  # of the topic when the sink creates it (None: 1)
 
 
 @dataclass(frozen=True)

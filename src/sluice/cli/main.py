@@ -17,7 +17,9 @@ until SIGINT or SIGTERM.
 executes a script and prints each result; it stops at the first error (exit status 1)
 unless told to keep going. With a broker (or an embedded one) it first creates the
 connection `kafka` to it, as the REPL does. On a terminal, a statement that takes over a
-second shows a progress line on stderr.
+second shows a progress line on stderr. Sinks run while a process holds their data
+directory, so `run` ends by waiting until every sink has delivered what its relation holds
+(a sink left stalled or failed is a NOTICE on stderr).
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
@@ -37,6 +39,9 @@ from sluice.cli.broker import connect, open_broker, version
 from sluice.cli.kafka import BROKER_VARIABLE, add_kafka_commands, kafka_argv
 from sluice.errors import SqlError, as_sql_error, format_error
 from sluice.session import Session
+
+# How long `sluice run` waits at its end for the sinks to deliver what their relations hold.
+SINK_DRAIN_SECONDS = 300.0
 
 
 def _read(path: str) -> str | None:
@@ -109,6 +114,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             shown = display.result(result)
             if shown:  # CSV and rows-only output leave out command tags
                 print(shown)
+        # The data directory's sinks deliver what their relations hold before the process
+        # (which runs them) ends; they resume from there when it is opened again.
+        line = ProgressLine(tty, lambda waited: progress_text(session.progress(), waited))
+        for name, status, error in watched(lambda: session.drain_sinks(SINK_DRAIN_SECONDS), line):
+            print(f'NOTICE:  sink "{name}" is {status}' + (f": {error}" if error else ""), file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -149,8 +149,16 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     topic = next((o for o in statement.kafka_options if o.name == "TOPIC"), None)
     if topic is None:
         raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
+    partition_count = None
     for option in statement.kafka_options:
-        if option.name != "TOPIC":
+        if option.name == "TOPIC PARTITION COUNT":
+            partition_count = int(option.value.text)
+            if partition_count < 1 and partition_count != -1:  # -1: the broker's default, as in Materialize
+                raise InvalidParameterValue(
+                    f"invalid TOPIC PARTITION COUNT: must be greater than zero or -1, got {partition_count}",
+                    span=option.value.span,
+                )
+        elif option.name != "TOPIC":
             raise InvalidParameterValue(f"{option.name} is not allowed on a sink", span=option.span)
     for ident in statement.key:
         if relation.column(ident.value) is None:
@@ -181,6 +189,7 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
         envelope=envelope,
         key=tuple(i.value for i in statement.key),
         key_format=key_format,
+        partition_count=None if partition_count == -1 else partition_count,
     )
     (item_id,) = catalog.allocate_ids(1)
     registries = (f.registry for f in (key_format, value_format) if f is not None and f.registry)

@@ -96,6 +96,8 @@ def plan_create_source(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )
     kafka = _Options.of(statement.kafka_options)
+    if (sink_only := kafka.get("TOPIC PARTITION COUNT")) is not None:
+        raise InvalidParameterValue("TOPIC PARTITION COUNT is only allowed on a sink", span=sink_only.span)
     topic_option = kafka.get("TOPIC")
     if topic_option is None:
         raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)

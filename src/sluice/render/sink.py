@@ -362,10 +362,11 @@ class Delivery:
         from confluent_kafka import Producer
 
         existing = list_topics(self.bootstrap, self.config)
-        for topic in (self.desc.topic, progress_topic(self.desc)):
+        topics = ((self.desc.topic, self.desc.partition_count or 1), (progress_topic(self.desc), 1))
+        for topic, partitions in topics:
             if topic not in existing:
                 try:
-                    create_topic(self.bootstrap, topic, 1, self.config)
+                    create_topic(self.bootstrap, topic, partitions, self.config)
                 except ExternalSystemError:
                     if topic not in list_topics(self.bootstrap, self.config):  # not a race lost
                         raise

@@ -35,7 +35,7 @@ _OPTION_KINDS: dict[str, type[ast.Option]] = {
         ast.ConnectionOption,
     ),
     **dict.fromkeys(
-        ["topic", "start_offset", "start_timestamp", "group_id_prefix"], ast.KafkaOption
+        ["topic", "start_offset", "start_timestamp", "group_id_prefix", "topic_partition_count"], ast.KafkaOption
     ),
     **dict.fromkeys(
         [
