@@ -68,6 +68,8 @@ from sluice.render.source import ERRS_COLUMNS, Collection
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
 IDENTITY = ["__p", "__o"]
+# An upsert source's state: each key's winning message, by its identity.
+STANDING_SCHEMA = "__ukey binary, __p int, __o long"
 FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
 
 Offsets = dict[int, int]  # partition → next offset
@@ -436,6 +438,19 @@ class Store:
         if not paths:
             return spark.createDataFrame([], schema)
         return spark.read.schema(schema).parquet(*paths)
+
+    def standing(self, spark: SparkSession) -> DataFrame:
+        """An upsert source's state as its commits hold it (`STANDING_SCHEMA`): the
+        messages that entered its rows or errors and have not left them. A row that is in
+        both (INLINE with PROPAGATE) is one message."""
+        inspection = self.inspect()
+        if inspection.damage is not None:
+            raise inspection.damage.error(self.source, hint=READ_AGAIN)
+        key = ["__ukey", *IDENTITY]
+        entered = self.frame(spark, inspection.records, "oks").select(*key)
+        entered = entered.union(self.frame(spark, inspection.records, "errs").select(*key))
+        left = self.frame(spark, inspection.records, "retract").select(*IDENTITY)
+        return entered.join(left, IDENTITY, "left_anti").distinct()
 
     def collection(self, spark: SparkSession, item: Item) -> Collection:
         inspection = self.inspect()
