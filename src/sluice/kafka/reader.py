@@ -351,6 +351,18 @@ class KafkaBatchReader(DataSourceReader):
         return read_range(self.options, partition.partition, partition.start, partition.end)
 
 
+def admitted(froms: dict, ends: dict, most: int) -> dict:
+    """Where a micro-batch reading from `froms` towards `ends` stops, reading about `most`
+    offsets: shared among the partitions in proportion to how far each is behind, and at
+    least one for each behind one (which may pass its share), so that every partition
+    moves on."""
+    behind = {p: max(ends[p] - froms[p], 0) for p in ends}
+    total = sum(behind.values())
+    if total <= most:
+        return dict(ends)
+    return {p: froms[p] + min(lag, max(1, lag * most // total)) for p, lag in behind.items()}
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark.
 
@@ -377,19 +389,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The high watermarks, or under `ReadMaxRows(n)` at most n offsets past `start`,
-        shared among the partitions in proportion to how far each is behind (each behind
-        one gets at least one)."""
+        """The high watermarks, or under `ReadMaxRows(n)` at most about n offsets past
+        `start` (see `admitted`)."""
         marks = self.watermarks()
         ends = {str(p): high for p, (_, high) in marks.items()}
         if not isinstance(limit, ReadMaxRows):
             return ends
-        froms = {str(p): start.get(str(p), low) for p, (low, _) in marks.items()}
-        behind = {p: max(ends[p] - froms[p], 0) for p in ends}
-        total = sum(behind.values())
-        if total <= limit.max_rows:
-            return ends
-        return {p: froms[p] + min(lag, max(1, lag * limit.max_rows // total)) for p, lag in behind.items()}
+        return admitted({str(p): start.get(str(p), low) for p, (low, _) in marks.items()}, ends, limit.max_rows)
 
     def partitions(self, start: dict, end: dict) -> list[Range]:
         return [

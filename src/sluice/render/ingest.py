@@ -1,8 +1,9 @@
 """Continuous ingestion: one Spark streaming query per source, reading its topic once per
 micro-batch and committing the batch's rows, errors and dead-letter rows together (see
-`store`). An upsert source keeps its state — the winning message of every key, errors
-included — in Spark's state store (RocksDB) and emits changes: the message that left the
-state (−) and the one that entered it (+).
+`store`). An upsert source's state — the winning message of every key, errors included —
+is what its commits hold; each micro-batch commits its changes to it: the message that
+left the state (−) and the one that entered it (+) (see `upsert_changes`). A catch-up
+runs as micro-batches of at most `MAX_OFFSETS_PER_TRIGGER` offsets.
 
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
