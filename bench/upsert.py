@@ -157,7 +157,7 @@ def in_scratch(job: Callable[[EmbeddedKafka, str, Path], float], kafka: Embedded
 def sluice_catch_up(session: sluice.Session, source_sql: str, name: str) -> tuple[float, tuple]:
     """Seconds from creating an upsert source and a materialized view over it until the
     view has the whole topic, and the source's counters; the source is dropped after."""
-    session.execute(source_sql.format(name=name))
+    session.execute(source_sql % name)
     start = time.perf_counter()
     session.execute(f"CREATE MATERIALIZED VIEW {name}_balances AS SELECT key, balance FROM {name}")
     (counters,) = session.execute(f"SHOW SOURCE STATISTICS FOR {name}").rows
@@ -180,7 +180,7 @@ class Latency:
 
 def latency(session: sluice.Session, kafka: EmbeddedKafka, partitions: int, samples: int) -> Latency:
     measured = Latency()
-    ingestion = session._streams().running[session.catalog.get("live").id]
+    ingestion = session._streams().running[session.catalog.current.get("live").id]
     for i in range(samples):
         key = b"latency%d" % i
         select = f"SELECT balance FROM live_balances WHERE key = '{key.decode()}'"
@@ -212,7 +212,7 @@ def main() -> None:
     os.environ["SLUICE_CATCH_UP_TIMEOUT"] = "3600"
     schema_sql = json.dumps(SCHEMA).replace("'", "''")
     upsert_sql = (
-        "CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
+        "CREATE SOURCE %s FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
         f"VALUE FORMAT AVRO USING SCHEMA '{schema_sql}' ENVELOPE UPSERT "
         "(VALUE DECODING ERRORS = INLINE)"
     )
@@ -224,11 +224,13 @@ def main() -> None:
         )
         sluice_snapshot(session)  # start Spark and warm the read outside the timing
         stateful_s = in_scratch(pyspark_upsert, kafka, "u")
+        print(f"(pyspark transformWithState: {stateful_s:.2f} s)", flush=True)
         rounds = iter(range(args.rounds))
 
         def ours() -> tuple:
             name = f"u{next(rounds)}"
             result = sluice_catch_up(session, upsert_sql, name)
+            print(f"(sluice catch-up: {result[0]:.2f} s)", flush=True)
             session.execute(f"DROP SOURCE {name} CASCADE")
             return result
 

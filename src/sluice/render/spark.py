@@ -154,6 +154,11 @@ def _build(settings: SparkSettings) -> SparkSession:
         # One shuffle partition per local core: every shuffle partition is a task in each
         # micro-batch of an upsert source (its reduction per key), so more only adds latency.
         .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
+        # An aggregate over variable-width values (an upsert micro-batch's last message per
+        # key) keeps a hash map of up to this many keys per task before sorting instead
+        # (default 128, which makes nearly every such aggregate sort); a micro-batch holds
+        # at most render.ingest.MAX_OFFSETS_PER_TRIGGER keys.
+        .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "262144")
         # Every broadcast side of a join takes at least one page; the default page (a
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
         # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
