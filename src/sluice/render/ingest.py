@@ -34,6 +34,7 @@ from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.reader import NAME
+from sluice.render.compaction import Compactor
 from sluice.render.failures import failure_reason
 from sluice.render.source import (
     SourceRead,
@@ -126,6 +127,7 @@ class Ingestion:
     # start (its low watermarks bound what a repair may read again).
     read: Callable[[], SourceRead]
     query: StreamingQuery | None = None
+    compactor: Compactor | None = None
     fault: Fault | None = None
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -145,6 +147,7 @@ class Ingestion:
 
     def start(self) -> None:
         desc = self.desc
+        self._stop_compacting()  # the repair below may drop what it is compacting
         # Every start asks the store where to begin: it alone knows what was committed.
         read = self.read()
         starts = self.store.recover(
@@ -167,6 +170,7 @@ class Ingestion:
             messages = messages.select(*state_columns(messages, desc))
             shape = upsert_changes(messages, self.spark.createDataFrame([], STANDING_SCHEMA))
         self.store.save_schema(self._out(shape, 0).schema)
+        self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         self.query = (
             messages.writeStream.foreachBatch(self._commit)
             .option("checkpointLocation", str(self.store.checkpoint))
@@ -235,14 +239,23 @@ class Ingestion:
             upsert=upsert,
         )
         shutil.rmtree(staging)
+        compactor = self.compactor  # None once stopping
+        if compactor is not None:
+            compactor.poke()
 
     def stop(self) -> None:
         with self.lock:
             self.stopped = True
             self.store.close()
+            self._stop_compacting()
             if self.query is not None:
                 self.query.stop()
                 self.query = None
+
+    def _stop_compacting(self) -> None:
+        if self.compactor is not None:
+            self.compactor.stop()
+            self.compactor = None
 
     def failure(self) -> str | None:
         """Why the ingestion is failed, None while it runs. A restarted stream stays

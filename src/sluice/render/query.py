@@ -238,6 +238,8 @@ class QueryRenderer:
     def close(self) -> None:
         for collection in self.collections.values():
             collection.base.unpersist()
+        for store in self.stored.values():
+            store.release()
 
 
 def relation_view(read: Read) -> str:

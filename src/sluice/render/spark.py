@@ -163,6 +163,9 @@ def _build(settings: SparkSettings) -> SparkSession:
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
         # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
         .config("spark.buffer.pageSize", "1m")
+        # Jobs share the cores fairly between pools: a source's compaction runs in a pool
+        # of its own (render/compaction.py), so ingestion and queries keep their share.
+        .config("spark.scheduler.mode", "FAIR")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
         # PySpark would record the Python call site of every column function in the JVM
         # (three calls into it each, and a walk of the stack): sluice's own frames, which

@@ -7,6 +7,8 @@ Layout of `<data dir>/streams/<source id>/`:
     batches/<k>/__out=<kind>/*.parquet  what commit k holds, one kind per folder
     commits/<k>.json                    commit k's record, written last: a commit is
                                         visible only once its record exists
+    compacted/<k>/__out=<kind>/*.parquet  the base: commits 0 to k compacted
+    compacted/<k>.json                  the base's record, written last
     schema.json                         the schema of the batch files
 
 Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (errors a query
@@ -43,16 +45,32 @@ the stream first), provided Kafka still holds every offset the repair reads agai
 When Kafka no longer holds those offsets the store is left as it is, and every read of the
 source fails with `StoreDamaged` (XX001) naming the commit and the file. Staging folders of
 batches that never committed are removed when a stream starts.
+
+Compaction (`render/compaction`) keeps a read's cost flat however many commits there are:
+it writes commits 0 to k as one base, keyed by k — the rows and the errors still standing
+(for an upsert source, what the retractions of those commits leave), every dead-letter
+and `log` row (the dead-letter table and the tolerance count read them all) — and
+publishes it as a commit is published: files fsynced and listed with bytes, rows and
+CRC-32, moved into place, then its record `compacted/<k>.json`, which holds commit k's
+offsets (from where commit 0 began) and totals. A read, and a check, then starts from the
+newest base and goes on with commits k+1, k+2, …; a base is damaged as a commit is, and
+its damage is the damage of commit 0 (everything is read again from Kafka, or every read
+fails naming it). Retractions in later commits may still retract a base's rows: base
+rows keep their `(__p, __o)`. The commits a base replaces (their files and records, but
+commit k's record, which still gives the totals and the committed offsets) and older
+bases are removed only while no read is using the store (`reading`): a read started
+before the base was published may still list them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +107,10 @@ UNRECOVERABLE = (
 # SELECT hashes only what changed since the last one.
 _RECORDS: dict[str, tuple[tuple, dict]] = {}
 _CHECKED: dict[str, tuple] = {}
+
+# Reads in progress per store root, which a compaction's clean-up waits out (see `reading`).
+_READERS: dict[str, int] = {}
+_READERS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -133,6 +155,7 @@ class Store:
         self.checkpoint = root / "checkpoint"
         self.batches = root / "batches"
         self.commits = root / "commits"
+        self.compacted = root / "compacted"
         # The writer's, set by `recover`: the source's name, where its stream starts, and
         # its last commit. `close` stops it from committing once its stream is stopping.
         self.source = ""
@@ -140,21 +163,27 @@ class Store:
         self.head: dict | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._reads = 0  # the reads `collection` began, ended by `release`
 
     def exists(self) -> bool:
         return self.checkpoint.exists() or self.commits.exists()
 
     def committed(self) -> list[int]:
         """The numbers of the commit records on disk."""
-        if not self.commits.exists():
-            return []
-        return sorted(int(p.stem) for p in self.commits.glob("*.json") if p.stem.isdigit())
+        return _numbered_records(self.commits)
+
+    def bases(self) -> list[int]:
+        """The commit numbers of the base records on disk (see compaction above)."""
+        return _numbered_records(self.compacted)
 
     def last_commit(self) -> dict | None:
-        """The record of the highest-numbered commit (None if there is none or it is unreadable)."""
-        committed = self.committed()
+        """The record of the highest-numbered commit, or of a base reaching further (None
+        if there is none or it is unreadable)."""
+        committed, bases = self.committed(), self.bases()
         try:
-            return self._record(committed[-1]) if committed else None
+            if bases and (not committed or bases[-1] > committed[-1]):
+                return self._record(bases[-1], self.compacted)
+            return self._record(committed[-1], self.commits) if committed else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -177,13 +206,30 @@ class Store:
     # -- checking --------------------------------------------------------------------
 
     def inspect(self) -> Inspection:
-        """The commits in order up to the first damaged one, and what is wrong with it."""
+        """The commits in order up to the first damaged one, and what is wrong with it: the
+        newest base first, if there is one, standing for the commits it compacted."""
+        with self.reading():
+            return self._inspect()
+
+    def _inspect(self) -> Inspection:
         records: list[dict] = []
+        bases = self.bases()
+        if bases:
+            base = bases[-1]
+            what = f"the compaction of commits 0 to {base}"
+            try:
+                record = self._record(base, self.compacted)
+            except (OSError, ValueError, KeyError, TypeError):
+                return Inspection([], Damage(f'{what}: its record "compacted/{base}.json" is unreadable'))
+            fault = self._fault(record, None)
+            if fault is not None:
+                return Inspection([], Damage(f"{what}: {fault}"))
+            records.append(record)
         committed = self.committed()
-        for number in range(committed[-1] + 1 if committed else 0):
+        for number in range(bases[-1] + 1 if bases else 0, committed[-1] + 1 if committed else 0):
             name = f"commits/{number}.json"
             try:
-                record = self._record(number)
+                record = self._record(number, self.commits)
             except FileNotFoundError:
                 return Inspection(records, Damage(f'commit {number}: its record "{name}" is missing'))
             except (OSError, ValueError, KeyError, TypeError):
@@ -205,8 +251,9 @@ class Store:
         inspection = self.inspect()
         return inspection.damage is None and self.checkpoint.exists() and not _ahead(done, inspection.end)
 
-    def _record(self, number: int) -> dict:
-        path = self.commits / f"{number}.json"
+    def _record(self, number: int, folder: Path) -> dict:
+        """The record of commit `number` (of its base, from `compacted/`), checked."""
+        path = folder / f"{number}.json"
         stat = path.stat()
         key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         cached = _RECORDS.get(str(path))
@@ -287,7 +334,13 @@ class Store:
         watermarks. Raises `StoreDamaged`, changing nothing, when the repair would read
         again offsets Kafka no longer holds."""
         self.source = source
-        leftovers = [*self.root.glob("batch-*"), *self.root.glob("checkpoint.discarded"), *self.commits.glob(".*")]
+        leftovers = [
+            *self.root.glob("batch-*"),
+            *self.root.glob("compaction-*"),
+            *self.root.glob("checkpoint.discarded"),
+            *self.commits.glob(".*"),
+            *self.compacted.glob(".*"),
+        ]
         _remove(leftovers)
         inspection = self.inspect()
         try:
@@ -322,21 +375,23 @@ class Store:
             discarded = self.root / "checkpoint.discarded"
             os.replace(self.checkpoint, discarded)
             shutil.rmtree(discarded)
-        self._truncate(len(keep))
+        self._truncate(keep[-1]["commit"] + 1 if keep else 0)
         self.head = keep[-1] if keep else None
         self.start = start
         return start
 
     def _truncate(self, keep: int) -> None:
-        """Drop every commit numbered `keep` or more — records first, the highest first, so
-        that a crash leaves a run of commits — and every batch folder no record lists."""
-        dropped = [n for n in reversed(self.committed()) if n >= keep]
-        for number in dropped:
-            (self.commits / f"{number}.json").unlink()
-        if dropped:
-            sync_directory(self.commits)
-        if self.batches.exists():
-            _remove([f for f in self.batches.iterdir() if not (f.name.isdigit() and int(f.name) < keep)])
+        """Drop every commit and base numbered `keep` or more — records first, the highest
+        first, so that a crash leaves a run of commits — and every folder no record lists."""
+        for records, folder in ((self.commits, self.batches), (self.compacted, self.compacted)):
+            dropped = [n for n in reversed(_numbered_records(records)) if n >= keep]
+            for number in dropped:
+                (records / f"{number}.json").unlink()
+            if dropped:
+                sync_directory(records)
+            if folder.exists():
+                names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.iterdir()}
+                _remove([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
 
     def batch_offsets(self, batch: int, upsert: bool) -> tuple[Ranges, Offsets] | None:
         """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
@@ -374,7 +429,7 @@ class Store:
         into place, then its record written."""
         number = self.head["commit"] + 1 if self.head else 0
         prefix = f"batches/{number}"
-        files = _seal(written, prefix)
+        files = seal(written, prefix)
         counts = {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in KINDS}
         # One `seen` row per key and batch, holding how many messages the key had.
         counts["seen"] = sum(
@@ -421,8 +476,9 @@ class Store:
 
     def _head_intact(self) -> bool:
         """Whether the writer's last commit is still on disk as it wrote it."""
+        folder = self.compacted if self.head is not None and self.head.get("base") else self.commits
         try:
-            return self.head is None or self._record(self.head["commit"]) == self.head
+            return self.head is None or self._record(self.head["commit"], folder) == self.head
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
@@ -432,6 +488,37 @@ class Store:
             self._closed = True
 
     # -- reading ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While inside, no compaction removes a file of this store."""
+        self._begin_read()
+        try:
+            yield
+        finally:
+            self._end_read(1)
+
+    def _begin_read(self) -> None:
+        with _READERS_LOCK:
+            _READERS[str(self.root)] = _READERS.get(str(self.root), 0) + 1
+
+    def _end_read(self, reads: int) -> None:
+        with _READERS_LOCK:
+            _READERS[str(self.root)] -= reads
+
+    def release(self) -> None:
+        """End the reads `collection` began: their queries have run."""
+        self._end_read(self._reads)
+        self._reads = 0
+
+    def remove_unread(self, obsolete: Callable[[], list[Path]]) -> bool:
+        """Remove the files `obsolete` names if no read is using the store (they are
+        listed and removed while none can begin); whether it did."""
+        with _READERS_LOCK:
+            if _READERS.get(str(self.root), 0):
+                return False
+            _remove(obsolete())
+            return True
 
     def frame(self, spark: SparkSession, records: list[dict], kind: str) -> DataFrame:
         schema = self.schema()
@@ -454,6 +541,9 @@ class Store:
         return entered.join(left, IDENTITY, "left_anti").distinct()
 
     def collection(self, spark: SparkSession, item: Item) -> Collection:
+        """The source's committed rows, errors and logs; the files stay until `release`."""
+        self._begin_read()
+        self._reads += 1
         inspection = self.inspect()
         if inspection.damage is not None:
             raise inspection.damage.error(item.name, hint=READ_AGAIN)
@@ -508,12 +598,19 @@ def _ahead(position: Offsets | None, committed: Offsets) -> dict[int, tuple[int,
     }
 
 
+def _numbered_records(folder: Path) -> list[int]:
+    """The numbers `k` of the records `<k>.json` in `folder`, ascending."""
+    if not folder.exists():
+        return []
+    return sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit())
+
+
 def _last_number(folder: Path) -> int | None:
     numbered = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.exists() else []
     return max(numbered, default=None)
 
 
-def _seal(directory: Path, prefix: str) -> list[dict]:
+def seal(directory: Path, prefix: str) -> list[dict]:
     """Each Parquet file Spark wrote under `directory`, fsynced with its folders, as a
     record lists it: its path once published under `prefix`, bytes, rows and CRC-32."""
     files = []

@@ -1,0 +1,180 @@
+"""Compaction of a continuously ingested source's committed batches into a base, in the
+background of its ingestion, so that a read lists, checks and anti-joins a base and a few
+commits rather than every micro-batch since the source was created (the base's layout,
+and how reads and repairs use it, are in `store`'s docstring).
+
+A compaction starts once `SLUICE_COMPACT_AFTER` commits (16 unless set; 0: never) have
+followed the base, and never sooner after the last one than four times that one's
+duration: rewriting a large base takes its share of the cores, not all of them. Its
+Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of their
+own, so that ingestion goes on with a fair share of the cores however large the base.
+Stopping the ingestion cancels them; what they left behind is a staging folder that the
+next start removes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sluice.catalog.files import replace_file, sync_directory
+from sluice.render.store import IDENTITY, Store, seal
+
+# Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
+COMPACT_AFTER = 16
+# A compaction waits this many times the last one's duration after it ended.
+SPACING = 4.0
+# What a base keeps: `retract` is spent on the base's own rows, `seen` and `skip` only
+# count messages, which the commit records' totals already hold.
+BASE_KINDS = ("oks", "errs", "dlq", "log")
+
+log = logging.getLogger(__name__)
+
+
+def compact_after() -> int:
+    return int(os.environ.get("SLUICE_COMPACT_AFTER", COMPACT_AFTER))
+
+
+def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
+    """Write and publish the base of every sound commit so far, then remove what it
+    replaces if no read is using the store. Returns the base's commit number, None when
+    there is nothing to compact (no commits past the base, or a damaged store: its repair
+    comes first)."""
+    inspection = store.inspect()
+    records = inspection.records
+    if inspection.damage is not None or not records or records[-1].get("base"):
+        return None
+    last = records[-1]
+    number = last["commit"]
+    staging = Path(tempfile.mkdtemp(prefix=f"compaction-{number}-", dir=store.root))
+    try:
+        written = staging / "out"
+        retracted = store.frame(spark, records, "retract").select(*IDENTITY) if upsert else None
+        for kind in BASE_KINDS:
+            if not any(f["kind"] == kind for r in records for f in r["files"]):
+                continue
+            rows = store.frame(spark, records, kind).drop("__out")
+            if retracted is not None and kind in ("oks", "errs"):
+                rows = rows.join(retracted, IDENTITY, "left_anti")
+            rows.coalesce(spark.sparkContext.defaultParallelism).write.parquet(str(written / f"__out={kind}"))
+        written.mkdir(exist_ok=True)
+        prefix = f"compacted/{number}"
+        files = seal(written, prefix)
+        firsts: dict[str, int] = {}
+        for record in records:
+            for partition, (start, _) in record["offsets"].items():
+                firsts.setdefault(partition, start)
+        base = {
+            "commit": number,
+            "base": True,
+            "batch": last["batch"],
+            "ingested_ms": last["ingested_ms"],
+            "offsets": {p: [firsts.get(p, to), to] for p, (_, to) in last["offsets"].items()},
+            "files": files,
+            "counts": {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in BASE_KINDS},
+            "totals": last["totals"],
+        }
+        store.compacted.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(store.root / prefix, ignore_errors=True)  # an attempt that died before its record
+        os.replace(written, store.root / prefix)
+        sync_directory(store.compacted)
+        replace_file(store.compacted / f"{number}.json", json.dumps(base).encode())
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    remove_replaced(store)
+    return number
+
+
+def remove_replaced(store: Store) -> bool:
+    """Remove what the newest base replaces — older bases, the commits it compacted (but
+    the record of its last commit) — unless a read is using the store; whether it did."""
+    bases = store.bases()
+    if not bases:
+        return True
+    number = bases[-1]
+
+    def replaced() -> list[Path]:
+        # Records before the folders they list: a crash leaves no record without its files.
+        return [
+            *(store.compacted / f"{n}.json" for n in bases[:-1]),
+            *(f for f in store.compacted.iterdir() if f.is_dir() and f.name != str(number)),
+            *(store.commits / f"{n}.json" for n in store.committed() if n < number),
+            *(f for f in (store.batches.iterdir() if store.batches.exists() else ()) if _at_most(f.name, number)),
+        ]
+
+    return store.remove_unread(replaced)
+
+
+def _at_most(name: str, number: int) -> bool:
+    return name.isdigit() and int(name) <= number
+
+
+class Compactor:
+    """The background compactions of one ingestion's store: `poke` after each commit."""
+
+    def __init__(self, spark: SparkSession, store: Store, upsert: bool) -> None:
+        self.spark = spark
+        self.store = store
+        self.upsert = upsert
+        self.after = compact_after()
+        self.group = f"sluice-compaction-{store.root.name}"
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._next_at = 0.0  # monotonic time before which no compaction starts
+        self._tidy = False  # whether the newest base's replaced files are all removed
+
+    def poke(self) -> None:
+        if self.after <= 0 or self._stopping:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def _due(self) -> bool:
+        head = self.store.head
+        if head is None or time.monotonic() < self._next_at:
+            return False
+        bases = self.store.bases()
+        return head["commit"] - (bases[-1] if bases else -1) >= self.after
+
+    def _run(self) -> None:
+        context = self.spark.sparkContext
+        context.setJobGroup(self.group, "sluice: compaction", interruptOnCancel=True)
+        context.setLocalProperty("spark.scheduler.pool", "sluice-compaction")
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            if not self._tidy:
+                self._tidy = remove_replaced(self.store)
+            if not self._due():
+                continue
+            began = time.monotonic()
+            try:
+                if compact(self.spark, self.store, self.upsert) is not None:
+                    self._tidy = False
+            except Exception:  # noqa: BLE001 - a failed compaction loses nothing: the commits stay
+                if self._stopping:
+                    return
+                log.warning("compaction of %s failed", self.store.root, exc_info=True)
+            ended = time.monotonic()
+            self._next_at = ended + SPACING * (ended - began)
+
+    def stop(self) -> None:
+        """Cancel a running compaction and wait for its thread to end."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self._thread.join()

@@ -1,0 +1,135 @@
+"""Compaction of a source's committed batches (render/compaction.py): a read shows the same
+before and after any compaction — rows, standing errors, the error log and dead-letter
+rows, for ENVELOPE NONE and UPSERT stores — the files a compaction replaces outlive every
+read that may use them, a damaged base is damage like any other, and sessions killed
+(SIGKILL) while their sources compact resume with nothing lost or duplicated."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sluice.catalog.formats import Text
+from sluice.catalog.items import SOURCE, Item, SourceDesc
+from sluice.kafka.embedded import EmbeddedKafka
+from sluice.render.compaction import compact, remove_replaced
+from tests.compaction_model import ModelStore, random_batches, shown
+from tests.store_faults import Produced, kill_rounds, open_session, outcome
+
+
+def source(upsert: bool, redirected: bool) -> Item:
+    desc = SourceDesc(
+        "c", "t", Text(()), "upsert" if upsert else "none", dead_letter_table="d" if redirected else None
+    )
+    return Item("s", "s", SOURCE, "", details=desc)
+
+
+def read(spark, model: ModelStore) -> dict[str, list]:
+    item = source(model.upsert, model.redirected)
+    try:
+        return shown(model.store.collection(spark, item))
+    finally:
+        model.store.release()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    upsert=st.booleans(),
+    redirected=st.booleans(),
+    seed=st.integers(0, 2**16),
+    compactions=st.lists(st.integers(1, 9), min_size=1, max_size=3, unique=True),
+)
+def test_a_read_shows_the_same_before_and_after_any_compaction(
+    spark, tmp_path_factory, upsert, redirected, seed, compactions
+) -> None:
+    model = ModelStore(tmp_path_factory.mktemp("store"), upsert, redirected)
+    for number, batch in enumerate(random_batches(random.Random(seed), 10)):
+        model.add(batch)
+        if number + 1 in compactions:
+            before = read(spark, model)
+            assert compact(spark, model.store, upsert) == number
+            assert read(spark, model) == before == model.expected()
+    assert read(spark, model) == model.expected()
+    assert model.store.committed()[0] == max(compactions) - 1, "the compacted commits were not removed"
+
+
+def test_files_a_compaction_replaces_stay_while_a_read_may_use_them(spark, tmp_path) -> None:
+    model = ModelStore(tmp_path / "store", upsert=True, redirected=False)
+    for batch in random_batches(random.Random(7), 5):
+        model.add(batch)
+    item = source(True, False)
+    collection = model.store.collection(spark, item)  # lists commits 0 to 4
+    assert compact(spark, model.store, upsert=True) == 4
+    assert (model.store.batches / "0").exists() and model.store.committed()[0] == 0
+    assert shown(collection) == model.expected()  # its query runs after the compaction
+    model.store.release()
+    assert remove_replaced(model.store)
+    assert not (model.store.batches / "0").exists() and model.store.committed() == [4]
+    model.add([("a", 9, False)])
+    assert read(spark, model) == model.expected()
+    assert model.store.totals().messages == len(model.messages)
+
+
+def test_every_state_a_killed_compaction_leaves_reads_the_same(spark, tmp_path) -> None:
+    """Killed while writing (a staging folder), after moving its files in (a base folder
+    without its record), or while removing what the base replaces (some of it gone)."""
+    model = ModelStore(tmp_path / "store", upsert=False, redirected=False)
+    batches = random_batches(random.Random(11), 9)
+    for batch in batches[:4]:
+        model.add(batch)
+    store = model.store
+    assert compact(spark, store, upsert=False) == 3
+    for batch in batches[4:]:
+        model.add(batch)
+    shutil.copytree(store.compacted / "3", store.root / "compaction-8-killed" / "out")
+    shutil.copytree(store.compacted / "3", store.compacted / "8")  # moved in, no record yet
+    assert read(spark, model) == model.expected()
+    with store.reading():  # a read keeps what base 8 replaces
+        assert compact(spark, store, upsert=False) == 8
+    (store.commits / "5.json").unlink()  # then the clean-up was under way
+    (store.compacted / "3.json").unlink()
+    assert read(spark, model) == model.expected()
+    assert store.recover("s", {0: 0, 1: 0}, upsert=False, lows=dict) == store.committed_offsets()
+    assert not (store.root / "compaction-8-killed").exists()
+    assert remove_replaced(store)
+    assert store.committed() == [8] and store.bases() == [8]
+    assert sorted(p.name for p in store.compacted.iterdir()) == ["8", "8.json"]
+    assert not any(store.batches.iterdir())
+    assert read(spark, model) == model.expected()
+
+
+def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path) -> None:
+    model = ModelStore(tmp_path / "store", upsert=False, redirected=True)
+    for batch in random_batches(random.Random(3), 4):
+        model.add(batch)
+    compact(spark, model.store, upsert=False)
+    model.add([("b", 1, False)])
+    record = json.loads((model.store.compacted / "3.json").read_text())
+    listed = model.store.root / record["files"][0]["path"]
+    listed.write_bytes(listed.read_bytes()[:-1] + bytes([listed.read_bytes()[-1] ^ 1]))
+    damage = model.store.inspect().damage
+    assert damage.what == f'the compaction of commits 0 to 3: file "{record["files"][0]["path"]}" does not match its checksum'
+    start = model.store.recover("s", {0: 0, 1: 0}, upsert=False, lows=lambda: {0: 0, 1: 0})
+    assert start == {0: 0, 1: 0}  # everything is read again from Kafka
+    assert model.store.bases() == [] and model.store.committed() == []
+    assert not list(model.store.compacted.iterdir()) and not list(model.store.batches.iterdir())
+
+
+@pytest.mark.parametrize("rounds", [2, pytest.param(6, marks=pytest.mark.long)])
+def test_killed_sessions_compacting_resume_with_nothing_lost_or_duplicated(spark, tmp_path, monkeypatch, rounds) -> None:
+    monkeypatch.setenv("SLUICE_COMPACT_AFTER", "1")  # the killed sessions compact all the time
+    data_dir = tmp_path / "data"
+    with EmbeddedKafka() as kafka:
+        produced = Produced(kafka.bootstrap, seed=18)
+        produced.create_topics(kafka)
+        produced.more(20)
+        kill_rounds(data_dir, produced, rounds, random.Random(rounds), tmp_path / "child.log")
+        produced.more(10)
+        assert list(data_dir.glob("streams/*/compacted/*.json")), "the killed sessions compacted nothing"
+        with open_session(data_dir, kafka.bootstrap) as reopened:
+            assert outcome(reopened, produced) == "right"
