@@ -16,6 +16,7 @@ to a variable first.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import datetime
 import decimal
 import json
@@ -169,6 +170,10 @@ class _Schema:
     def __iter__(self) -> Iterator:
         return (self[name] for name in self.frame.fields)
 
+    @property
+    def fields(self) -> list[_Field]:
+        return list(self)
+
 
 class _Field:
     """A field of `frame.schema`: its `name` and `dataType`."""
@@ -220,8 +225,8 @@ def _selected(fields: dict, columns: tuple) -> dict:
             selected[column] = fields[column]
         elif column.name is not None:
             selected[column.name] = _type_of(column, fields)
-        else:
-            raise Unrecordable("a select of an unnamed column")
+        else:  # named by Spark after the expression; rendering only counts such columns
+            selected[f"<unnamed {len(selected)}>"] = None
     return selected
 
 
@@ -353,6 +358,11 @@ class Recording:
         self.names[id(frame)] = name
         if comment is not None:
             self.frame_comments[id(frame)] = comment
+
+    def typed(self, frame: Frame, types: dict[str, DataType]) -> Frame:
+        """`frame`, its columns of the given names known to have these types."""
+        frame.fields.update((name, types[name]) for name in frame.fields if name in types)
+        return frame
 
     def comment(self, text: str) -> None:
         self.comments[len(self.statements)] = text
@@ -530,7 +540,22 @@ def _literal(value) -> str:
     if isinstance(value, decimal.Decimal):
         _RECORDING.get().imports.add("import decimal")
         return f"decimal.{value!r}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _constructed(value)
     raise Unrecordable(f"a {type(value).__name__} argument")
+
+
+def _constructed(value) -> str:
+    """A dataclass instance (sluice's own: a format, a Python step of the program) as
+    the call of its class that makes it, the class imported by its module's path."""
+    cls = type(value)
+    _RECORDING.get().imports.add(f"from {cls.__module__} import {cls.__name__}")
+    given = {
+        f.name: getattr(value, f.name)
+        for f in dataclasses.fields(value)
+        if f.init and not (f.default is not dataclasses.MISSING and getattr(value, f.name) == f.default)
+    }
+    return cls.__name__ + "".join(_arguments((), given))
 
 
 def fail_if(condition, error: SqlError) -> None:
