@@ -113,3 +113,45 @@ def test_a_source_as_created(session) -> None:
     errs = [r.message for r in ran["updates_errs"].collect()]
     assert errs == [r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS updates")]
     assert errs[0].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+
+
+def test_a_materialized_view_over_a_table(session) -> None:
+    session.execute_script("""
+        CREATE TABLE t (a int, b int);
+        INSERT INTO t VALUES (1, 2), (1, 3), (2, 0);
+    """)
+    create = "CREATE MATERIALIZED VIEW mv AS SELECT a, sum(b) AS total, 6 / max(b) AS q FROM t GROUP BY a"
+    text = explained(session, create)
+    session.execute(create)
+    error = failure(session, "SELECT * FROM mv", "22012")
+    assert str(run(session, text)["raised"]) == error == "Evaluation error: division by zero"
+    session.execute("UPDATE t SET b = 3 WHERE a = 2")
+    ran = program(session, "SELECT * FROM mv")
+    width = 3  # then the flag saying whether the row's evaluation failed
+    assert sorted(tuple(r[:width]) for r in ran["rows"]) == sorted(rows(session, "SELECT * FROM mv"))
+    assert sorted(rows(session, "SELECT * FROM mv")) == [(1, 5, 2), (2, 3, 2)]
+
+
+def test_a_sink_over_a_view_of_a_table(session) -> None:
+    """The printed program's rows are the (identity, payload) pairs the sink's job
+    evaluates: its relation's query through the envelope's encoding."""
+    from sluice.plan import sink_query
+    from sluice.render.executor import run_snapshot
+    from sluice.render.sink import envelope_of
+
+    session.execute_script("""
+        CREATE TABLE t (id int, name text, doc jsonb);
+        INSERT INTO t VALUES (1, 'ann', '{"x": [1, 2]}'), (2, NULL, NULL);
+        CREATE VIEW v AS SELECT id, upper(name) AS n, doc FROM t;
+    """)
+    create = "CREATE SINK o FROM v INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (id) FORMAT JSON ENVELOPE UPSERT"
+    text = explained(session, create)
+    session.execute(create)
+    catalog = session.catalog.current
+    sink = catalog.get("o")
+    envelope = envelope_of(sink, catalog)
+    envelope.prepare()
+    evaluated = run_snapshot(sink_query(sink, catalog), catalog, session.tables, {}, lambda f: list(envelope.shape(f)))[1]
+    printed = sorted((bytes(key), bytes(value)) for key, value in run(session, text)["rows"])
+    assert printed == sorted((bytes(key), bytes(value)) for key, value in evaluated)
+    assert printed[0] == (b'{"id":1}', b'{"id":1,"n":"ANN","doc":{"x":[1,2]}}')

@@ -106,9 +106,8 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
     envelope = envelope_of(sink, catalog)
     envelope.prepare()  # no schema registry (refused in planning): nothing registered
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
-    # own rows, read whole, are known to the recording: jsonb is stored as text).
-    queried = plan.expression is not None
-    types = {c.name: VariantType() for c in plan.columns if queried and c.type.name == "jsonb"}
+    # own rows, whose types the recording knows, hold jsonb as text).
+    types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
 
     def shape(program: Recording, frame):
         return envelope.shape(program.typed(frame, types))

@@ -360,8 +360,9 @@ class Recording:
             self.frame_comments[id(frame)] = comment
 
     def typed(self, frame: Frame, types: dict[str, DataType]) -> Frame:
-        """`frame`, its columns of the given names known to have these types."""
-        frame.fields.update((name, types[name]) for name in frame.fields if name in types)
+        """`frame`, those of its columns whose types it does not know known to have these."""
+        fields = frame.fields
+        fields.update((name, types[name]) for name, known in fields.items() if known is None and name in types)
         return frame
 
     def comment(self, text: str) -> None:
