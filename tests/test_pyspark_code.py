@@ -9,7 +9,10 @@ import ast
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluice.catalog.formats import Csv, Json
+from sluice.catalog.types import Column, SqlType
 from sluice.render.pyspark_code import Expr, F, _parts, _statement_lines, recording
+from sluice.render.sink import RowBytes
 
 scalars = st.one_of(
     st.text(), st.binary(), st.integers(), st.booleans(), st.none(),
@@ -29,6 +32,27 @@ values = st.recursive(
 @given(values)
 def test_an_argument_reads_back_as_itself(value) -> None:
     assert eval("".join(_parts(value)), {}) == value
+
+
+columns = st.lists(
+    st.builds(Column, st.text(max_size=5), st.sampled_from(["integer", "text", "jsonb"]).map(SqlType), st.booleans()),
+    max_size=3,
+).map(tuple)
+steps = st.builds(
+    RowBytes,
+    st.one_of(st.builds(Json, columns), st.builds(Csv, columns, st.sampled_from([",", ";", "'"]), st.booleans())),
+    st.booleans(),
+)
+
+
+@given(steps)
+def test_a_python_step_reads_back_as_itself_with_its_imports(step) -> None:
+    """A sink's UDF function, printed as the call of its class, imported by its path."""
+    with recording() as program:
+        written = "".join(_parts(step))
+    namespace: dict = {}
+    exec("\n".join(sorted(program.imports)), namespace)
+    assert eval(written, namespace) == step
 
 
 @given(st.lists(st.tuples(st.sampled_from(["where", "select", "alias", "option"]), values), min_size=1, max_size=6))
