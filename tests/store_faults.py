@@ -253,14 +253,17 @@ CHILD = Path(__file__).resolve().parent / "restart_child.py"
 ROOT = CHILD.parent.parent
 
 
-def kill_rounds(data_dir: Path, produced: Produced, rounds: int, rng: random.Random, log: Path) -> None:
-    """`rounds` times: a session on `data_dir` in a process of its own (tests/restart_child.py)
-    catches up, ingests while messages arrive, and is killed (SIGKILL) at a random point."""
+def kill_rounds(
+    data_dir: Path, produced: Produced, rounds: int, rng: random.Random, log: Path, child_script: Path = CHILD
+) -> None:
+    """`rounds` times: a session on `data_dir` in a process of its own (`child_script`,
+    tests/restart_child.py unless told) catches up, works while messages arrive
+    (`produced.more`), and is killed (SIGKILL) at a random point."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     for _ in range(rounds):
         with open(log, "a") as errors:
             child = subprocess.Popen(
-                [sys.executable, str(CHILD), str(data_dir), produced.bootstrap],
+                [sys.executable, str(child_script), str(data_dir), produced.bootstrap],
                 stdout=subprocess.PIPE, stderr=errors, env=env, text=True,
             )
         try:

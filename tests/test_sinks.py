@@ -168,3 +168,22 @@ def test_avro_registers_its_schemas_and_frames_with_their_ids(session, kafka) ->
         assert dbz[2:] == [(None, {"before": {"a": 2, "b": None}, "after": None})]
     finally:
         registry.close()
+
+
+def test_consume_stops_at_the_end_of_a_transactional_topic(kafka) -> None:
+    from confluent_kafka import Producer
+
+    from sluice.kafka.consume import consume
+
+    kafka.create_topic("tx", 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "test"})
+    producer.init_transactions(10)
+    for value, commit in ((b"1", True), (b"2", False)):
+        producer.begin_transaction()
+        producer.produce("tx", key=b"k", value=value)
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    lines = list(consume(kafka.bootstrap, "tx", from_beginning=True, exit_at_end=True))
+    assert lines[1:] == ["0\t0\tk\t1\t"]  # the aborted message is not read, and the end is reached

@@ -168,7 +168,7 @@ class CatalogCorrupt(SqlError):
 
 class StoreDamaged(SqlError):
     """A continuously ingested source's stored data is damaged and cannot be re-read from
-    Kafka now; the store is left untouched."""
+    Kafka now, or a sink's delivered state is; the store is left untouched."""
 
     code = "XX001"
 

@@ -151,8 +151,8 @@ class Session:
     @user_errors
     def drain_sinks(self, timeout: float) -> list[tuple[str, str, str | None]]:
         """Wait (up to `timeout` seconds) until every running sink has delivered what its
-        relation holds now, or is stalled or failed; (name, status, error) of each sink
-        that is not `running` then."""
+        relation holds now, or is stalled on its error (a failed one retries meanwhile);
+        (name, status, error) of each sink that is not `running` then."""
         if self._sinks is None:
             return []
         self._sinks.drain(timeout)

@@ -68,7 +68,11 @@ def consume(
                     yield message_line(message)
                     if message.offset() + 1 >= ends[message.partition()]:
                         done.add(message.partition())
-                elif error.code() != KafkaError._PARTITION_EOF and not error.retriable():
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    # A transactional topic ends in a commit marker no message stands for.
+                    if message.offset() >= ends[message.partition()]:
+                        done.add(message.partition())
+                elif not error.retriable():
                     raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
     except KafkaException as e:
         raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None

@@ -26,13 +26,13 @@ Connect DLQ messages with their original key, value and headers plus context hea
 another `SinkEnvelope`, registered with `register_envelope(accepts, make)`: `accepts(sink,
 relation)` chooses it, `make(sink, catalog)` builds it. The loop never changes for it.
 
-**Exactly once.** Each sink has one transactional producer (`transactional.id`
-`sluice-sink-<sink id>`). A step that has changes writes the new state (the delivered
+**Exactly once.** Each sink has one transactional producer (`transactional.id` the
+sink's identity, `sluice-sink-<uuid>`, see `sink_identity`). A step that has changes writes the new state (the delivered
 snapshot's identities and payloads, fsynced, as `state/<version>`) first, then, in one
 Kafka transaction, the step's messages and a progress record in the connection's progress
-topic `_sluice-progress-<connection id>` (key `sluice-sink-<sink id>`, value `{"version":
-n, "rows": total written, "offset": last offset}`; Materialize keeps such a topic,
-`_materialize-progress-…`, keyed `mz-sink-<id>`), and commits; older states are removed
+topic `_sluice-progress` (key the sink's identity, value `{"version": n, "rows": total
+written, "offset": last offset}`; Materialize keeps such a topic, `_materialize-progress-…`,
+keyed `mz-sink-<id>`), and commits; older states are removed
 after. On start the producer is initialised (which fences a previous incarnation and
 aborts its open transaction), the sink reads its last committed progress record with
 `isolation.level=read_committed`, and resumes from the state of exactly that version,
@@ -53,6 +53,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,7 +71,7 @@ from sluice.catalog.formats import AvroRegistry, Format, Json
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, QueryCanceled, SqlError, UniqueViolation
+from sluice.errors import ExternalSystemError, FeatureNotSupported, QueryCanceled, SqlError, StoreDamaged, UniqueViolation
 from sluice.kafka.client import connection_config
 from sluice.kafka.encode import confluent_frame
 from sluice.kafka.registry import SchemaRegistry
@@ -173,6 +174,8 @@ class _Rows:
         self.debezium_id: int | None = None
 
     def register(self, debezium: bool) -> None:
+        if debezium and self.format.name not in ("json", "avro"):  # planned by an older sluice
+            raise FeatureNotSupported(f"ENVELOPE DEBEZIUM requires FORMAT JSON or AVRO, found FORMAT {self.format.name.upper()}")
         if not isinstance(self.format, AvroRegistry):
             return
         subject = f"{self.topic}-value"
@@ -302,8 +305,14 @@ class SinkState:
     def load(self, version: int) -> dict[bytes, tuple[bytes | None, int]]:
         if version == 0:
             return {}
-        with pa.memory_map(str(self.path(version))) as source:
-            table = pa.ipc.open_file(source).read_all()
+        try:
+            with pa.memory_map(str(self.path(version))) as source:
+                table = pa.ipc.open_file(source).read_all()
+        except (OSError, pa.ArrowInvalid) as e:
+            raise StoreDamaged(
+                f"the state of the sink's committed version {version} is damaged: {e}",
+                hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
+            ) from None
         columns = table.to_pydict()
         return {
             i: (p, c) for i, p, c in zip(columns["identity"], columns["payload"], columns["count"], strict=True)
@@ -348,20 +357,37 @@ class Progress:
 # ---------------------------------------------------------------- Kafka
 
 
-def progress_topic(desc: SinkDesc) -> str:
-    return f"_sluice-progress-{desc.connection}"
+# Where every sink on a cluster records its progress (Materialize: one per connection,
+# `_materialize-progress-<region>-<connection id>`; a sluice connection's id is only
+# unique within its data directory, so the key, the sink's identity, tells sinks apart).
+PROGRESS_TOPIC = "_sluice-progress"
+
+
+def sink_identity(root: Path) -> str:
+    """The sink's name on Kafka — its transactional id and progress key —
+    `sluice-sink-<uuid>`, made when it first starts and kept in `<sink dir>/identity`: a
+    catalog id names a sink in its data directory only, and two data directories' sinks
+    sharing a progress key would resume from each other's progress."""
+    path = root / "identity"
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        identity = f"sluice-sink-{uuid.uuid4().hex}"
+        replace_file(path, identity.encode())
+        return identity
 
 
 class Delivery:
     """A sink's transactional producer, its topics and its progress records."""
 
-    def __init__(self, sink: Item, catalog: Catalog) -> None:
+    def __init__(self, sink: Item, catalog: Catalog, identity: str) -> None:
         self.sink = sink
+        self.identity = identity
         self.desc: SinkDesc = sink.details
         connection = catalog.by_id(self.desc.connection).details
         self.bootstrap = ",".join(connection.brokers)
         self.config = connection_config(connection_options(connection, catalog).all())
-        self.progress_key = f"sluice-sink-{sink.id}".encode()
+        self.progress_key = identity.encode()
         self.producer = None
 
     def open(self) -> Progress:
@@ -370,7 +396,7 @@ class Delivery:
         from confluent_kafka import Producer
 
         existing = list_topics(self.bootstrap, self.config)
-        topics = ((self.desc.topic, self.desc.partition_count or 1), (progress_topic(self.desc), 1))
+        topics = ((self.desc.topic, self.desc.partition_count or 1), (PROGRESS_TOPIC, 1))
         for topic, partitions in topics:
             if topic not in existing:
                 try:
@@ -381,7 +407,7 @@ class Delivery:
         self.producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
-                "transactional.id": f"sluice-sink-{self.sink.id}",
+                "transactional.id": self.identity,
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 5,
                 "queue.buffering.max.messages": 1_000_000,
@@ -397,7 +423,7 @@ class Delivery:
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
-                "group.id": f"sluice-sink-{self.sink.id}",
+                "group.id": self.identity,
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "isolation.level": "read_committed",
@@ -406,7 +432,7 @@ class Delivery:
         )
         found = Progress()
         try:
-            consumer.assign([TopicPartition(progress_topic(self.desc), 0, OFFSET_BEGINNING)])
+            consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, OFFSET_BEGINNING)])
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 message = consumer.poll(0.5)
@@ -461,7 +487,7 @@ class Delivery:
             committed = Progress(
                 progress.version + 1, progress.rows + written, max(offsets, default=progress.offset)
             )
-            producer.produce(progress_topic(self.desc), key=self.progress_key, value=committed.to_json())
+            producer.produce(PROGRESS_TOPIC, key=self.progress_key, value=committed.to_json())
             producer.commit_transaction(TRANSACTION_TIMEOUT_MS / 1000)
         except KafkaException as e:
             self._abort()
@@ -524,7 +550,7 @@ class SinkJob:
     def answered_after(self, number: int, timeout: float) -> None:
         with self._changed:
             self._changed.wait_for(
-                lambda: self.answered >= number or self.status.state == FAILED or not self._thread.is_alive(),
+                lambda: self.answered >= number or not self._thread.is_alive(),
                 max(timeout, 0),
             )
 
@@ -546,7 +572,7 @@ class SinkJob:
         retry = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000, self.sink.name)
         delays = retry.delays()
         while not self._stop.is_set():
-            delivery = Delivery(self.sink, self.catalog)
+            delivery = Delivery(self.sink, self.catalog, sink_identity(self.root))
             try:
                 self._deliver_changes(delivery)
                 return
@@ -647,7 +673,7 @@ class Sinks:
 
     def drain(self, timeout: float) -> None:
         """Wait (up to `timeout` seconds) until every sink has delivered what its relation
-        holds now, or is stalled or failed."""
+        holds now, or is stalled on its error; a failed sink is waited for as it retries."""
         asked = [(job, job.ask()) for job in self.jobs.values()]
         deadline = time.monotonic() + timeout
         for job, number in asked:
