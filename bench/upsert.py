@@ -168,6 +168,18 @@ def sluice_snapshot(session: sluice.Session) -> int:
     return session.execute("SELECT count(*) FROM IGNORE ERRORS snapshot").rows[0][0]
 
 
+def shown(name: str, run: Callable[[], object]) -> Callable[[], object]:
+    """`run`, printing how long each call took (a long run is not silent until its end)."""
+
+    def call() -> object:
+        start = time.perf_counter()
+        result = run()
+        print(f"({name}: {time.perf_counter() - start:.2f} s)", flush=True)
+        return result
+
+    return call
+
+
 @dataclass
 class Latency:
     """Produce → visible in SELECT, and its parts: the SELECT alone (run again at once,
@@ -230,15 +242,14 @@ def main() -> None:
         def ours() -> tuple:
             name = f"u{next(rounds)}"
             result = sluice_catch_up(session, upsert_sql, name)
-            print(f"(sluice catch-up: {result[0]:.2f} s)", flush=True)
             session.execute(f"DROP SOURCE {name} CASCADE")
             return result
 
         # sluice's catch-up is timed inside `ours`: creating and dropping the source are not.
         (snapshot_s, _), (last_s, _), (_, (ours_s, counters)) = timed(
-            lambda: sluice_snapshot(session),
-            lambda: in_scratch(pyspark_last_per_key, kafka, "u"),
-            ours,
+            shown("sluice snapshot", lambda: sluice_snapshot(session)),
+            shown("pyspark foreachBatch latest", lambda: in_scratch(pyspark_last_per_key, kafka, "u")),
+            shown("sluice catch-up, source created and dropped", ours),
             repeats=args.rounds,
         )
         _, live_counters = sluice_catch_up(session, upsert_sql, "live")

@@ -72,6 +72,9 @@ def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
     micro-batch, and caught up at ~8 % of the snapshot read rate. Keeping the state in
     the store's own commits also makes it exact across restarts by construction: the
     state is what the commits say, not something a checkpoint could hold apart from them.
+    Losers are decoded too, though only winners enter the state: every error message,
+    winner or not, is logged (dead-letter table, tolerance count), and only decoding a
+    message tells whether it is one.
     """
     columns = messages.columns
     types = dict(messages.dtypes)
