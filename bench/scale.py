@@ -24,9 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sluice  # noqa: E402
 from bench.ingest import SCHEMA, load, messages, sluice_stream, timed  # noqa: E402
+from sluice.errors import SourceFailed  # noqa: E402
 from sluice.kafka.embedded import EmbeddedKafka, produce  # noqa: E402
 from sluice.render.compaction import compact, compact_after  # noqa: E402
 from sluice.render.spark import spark  # noqa: E402
@@ -114,7 +117,7 @@ class CommitWriter:
                 staging.rmdir()
 
 
-def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> list[tuple[int, float, float]]:
+def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> Iterator[tuple[int, float, float]]:
     """(commits, SELECT seconds without compaction, with it) at each number of commits."""
     spare = max(1, compact_after() // 2)
     data = messages(max(targets), 0.0, seed=5)
@@ -122,7 +125,6 @@ def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> list[tuple[int, floa
     kafka.create_topic("template", 1)
     produce(kafka.bootstrap, "template", data[:1], partition=0)
     produced = 0
-    costs = []
     with tempfile.TemporaryDirectory() as scratch:
         data_dir = Path(scratch)
         with sluice.Session(data_dir) as session:
@@ -139,31 +141,46 @@ def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> list[tuple[int, floa
             ids = {name: session.catalog.current.get(name).id for name in ("template", "plain", "compacted")}
         streams = data_dir / "streams"
         template = next((streams / ids["template"]).glob("batches/0/__out=oks/*.parquet"))
-        writers = {}
-        for name in ("plain", "compacted"):
-            store = Store(streams / ids[name])
-            store.root.mkdir(parents=True, exist_ok=True)
-            (store.root / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
-            writers[name] = CommitWriter(store, template)
+        plain = CommitWriter(Store(streams / ids["plain"]), template)
+        plain.store.root.mkdir(parents=True, exist_ok=True)
+        (plain.store.root / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
         for target in targets:
             produce(kafka.bootstrap, "reads", data[produced:target], partition=0)
             produced = target
-            plain, compacted = writers["plain"], writers["compacted"]
-            plain.add(target - plain.offset)
-            behind = target - compacted.offset
-            if target > spare:
-                compacted.add(behind - spare)
-                compact(spark(), compacted.store, upsert=False)
-                compacted.add(spare)
-            else:
-                compacted.add(behind)
+            # The compacted store: the plain one's commits but the last few, compacted as
+            # the background compaction would have, then those few after its base.
+            plain.add(max(0, target - spare) - plain.offset)
+            shutil.rmtree(streams / ids["compacted"], ignore_errors=True)
+            shutil.copytree(plain.store.root, streams / ids["compacted"], ignore=shutil.ignore_patterns("checkpoint"))
+            compacted = CommitWriter(Store(streams / ids["compacted"]), template)
+            compacted.offset = plain.offset
+            compact(spark(), compacted.store, upsert=False)
+            for writer in (plain, compacted):
+                writer.add(target - writer.offset)
             with sluice.Session(data_dir) as session:
-                queries = [lambda n=name: session.execute(f"SELECT count(*) FROM {n}").rows[0][0] for n in writers]
+                queries = [
+                    lambda n=name: started(lambda: session.execute(f"SELECT count(*) FROM {n}").rows[0][0])
+                    for name in ("plain", "compacted")
+                ]
                 for query in queries:
-                    assert query() == target, (query(), target)  # the stream started and found nothing new
+                    assert query() == target  # the stream started and found nothing new
+                if target == targets[0]:
+                    timed(*queries)  # the JVM's code for these reads warmed up before the first figures
                 (plain_s, _), (compacted_s, _) = timed(*queries)
-            costs.append((target, plain_s, compacted_s))
-    return costs
+            yield target, plain_s, compacted_s
+
+
+def started(query, attempts: int = 5):
+    """`query`'s result once its sources' streams have started: on a loaded machine a
+    stream's Python worker may miss Spark's connection timeout, and its supervisor
+    restarts it."""
+    for attempt in range(attempts):
+        try:
+            return query()
+        except SourceFailed:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(5)
 
 
 def main() -> None:
@@ -175,22 +192,27 @@ def main() -> None:
     commits = [int(c) for c in args.commits.split(",") if c]
     spark()  # started outside the timings
     with EmbeddedKafka() as kafka:
-        caught = [(n, *catch_up(kafka, n)) for n in sizes]
-        costs = read_costs(kafka, commits) if commits else []
-    print(f"load: {os.getloadavg()[0]:.1f} (1 min average) on {os.cpu_count()} cores")
-    print("catch-up of an ENVELOPE NONE Avro source (0.1 % corrupt, dead-letter table):")
-    print(f"  {'messages':>10} {'partitions':>10} {'seconds':>8} {'messages/s':>12}")
-    for n, parts, seconds, counters in caught:
-        assert counters[1] == n, (counters, n)
-        print(f"  {n:>10,} {parts:>10} {seconds:>8.2f} {n / seconds:>12,.0f}")
-    print(f"SELECT count(*) against committed micro-batches (compacted: after {compact_after()} commits):")
-    print(f"  {'commits':>8} {'plain s':>8} {'compacted s':>12} {'plain/10':>9} {'compacted/10':>13}")
-    first = costs[0] if costs else None
-    for n, plain_s, compacted_s in costs:
-        print(
-            f"  {n:>8,} {plain_s:>8.3f} {compacted_s:>12.3f} {plain_s / first[1]:>9.2f} "
-            f"{compacted_s / first[2]:>13.2f}"
-        )
+        print("catch-up of an ENVELOPE NONE Avro source (0.1 % corrupt, dead-letter table):")
+        print(f"  {'messages':>10} {'partitions':>10} {'seconds':>8} {'messages/s':>12} {'load':>5}", flush=True)
+        for n in sizes:
+            parts, seconds, counters = catch_up(kafka, n)
+            assert counters[1] == n, (counters, n)
+            print(f"  {n:>10,} {parts:>10} {seconds:>8.2f} {n / seconds:>12,.0f} {machine_load():>5}", flush=True)
+        print(f"SELECT count(*) against committed micro-batches (compacted: after {compact_after()} commits):")
+        print(f"  {'commits':>8} {'plain s':>8} {'compacted s':>12} {'plain/first':>12} {'compacted/first':>16} {'load':>5}")
+        first = None
+        for n, plain_s, compacted_s in read_costs(kafka, commits) if commits else ():
+            first = first or (plain_s, compacted_s)
+            print(
+                f"  {n:>8,} {plain_s:>8.3f} {compacted_s:>12.3f} {plain_s / first[0]:>12.2f} "
+                f"{compacted_s / first[1]:>16.2f} {machine_load():>5}",
+                flush=True,
+            )
+
+
+def machine_load() -> str:
+    """The machine's load (1-minute average) over its cores: the figures' context."""
+    return f"{os.getloadavg()[0]:.0f}/{os.cpu_count()}"
 
 
 if __name__ == "__main__":

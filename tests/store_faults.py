@@ -22,6 +22,7 @@ from pathlib import Path
 
 import sluice
 from sluice.errors import SqlError
+from sluice.kafka.embedded import EmbeddedKafka
 from tests.test_streaming import KEYS, VALUES, send
 from tests.upsert_model import Message, upsert
 
@@ -276,3 +277,18 @@ def kill_rounds(
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
+
+
+def killed_and_reopened(tmp_path: Path, rounds: int, seed: int, left: str) -> str:
+    """The outcome of a session reopened after `rounds` kill rounds on one data directory,
+    once the killed sessions are seen to have left files matching `left` in it."""
+    data_dir = tmp_path / "data"
+    with EmbeddedKafka() as kafka:
+        produced = Produced(kafka.bootstrap, seed=seed)
+        produced.create_topics(kafka)
+        produced.more(20)
+        kill_rounds(data_dir, produced, rounds, random.Random(rounds), tmp_path / "child.log")
+        produced.more(10)
+        assert list(data_dir.glob(left)), f"the killed sessions left nothing matching {left}"
+        with open_session(data_dir, kafka.bootstrap) as reopened:
+            return outcome(reopened, produced)

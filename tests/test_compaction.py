@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 
 from sluice.catalog.formats import Text
 from sluice.catalog.items import SOURCE, Item, SourceDesc
-from sluice.kafka.embedded import EmbeddedKafka
 from sluice.render.compaction import compact, remove_replaced
 from tests.compaction_model import ModelStore, random_batches, shown
-from tests.store_faults import Produced, kill_rounds, open_session, outcome
+from tests.store_faults import killed_and_reopened
 
 
 def source(upsert: bool, redirected: bool) -> Item:
@@ -123,13 +122,4 @@ def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path)
 @pytest.mark.parametrize("rounds", [2, pytest.param(6, marks=pytest.mark.long)])
 def test_killed_sessions_compacting_resume_with_nothing_lost_or_duplicated(spark, tmp_path, monkeypatch, rounds) -> None:
     monkeypatch.setenv("SLUICE_COMPACT_AFTER", "1")  # the killed sessions compact all the time
-    data_dir = tmp_path / "data"
-    with EmbeddedKafka() as kafka:
-        produced = Produced(kafka.bootstrap, seed=18)
-        produced.create_topics(kafka)
-        produced.more(20)
-        kill_rounds(data_dir, produced, rounds, random.Random(rounds), tmp_path / "child.log")
-        produced.more(10)
-        assert list(data_dir.glob("streams/*/compacted/*.json")), "the killed sessions compacted nothing"
-        with open_session(data_dir, kafka.bootstrap) as reopened:
-            assert outcome(reopened, produced) == "right"
+    assert killed_and_reopened(tmp_path, rounds, 18, "streams/*/compacted/*.json") == "right"
