@@ -9,6 +9,8 @@ request a connection, `{"create_topic": NAME, "partitions": N}`, and answers `{"
 true}` or `{"error": TEXT}`. A Unix socket because it is found from the broker's address
 alone, is only reachable on this machine, is guarded by file permissions, and needs no
 second port; `create_topic` uses it when the address has one, the admin API otherwise.
+An embedded broker of the calling process itself (a test's, `sluice run --embedded`'s) is
+asked directly.
 """
 
 from __future__ import annotations
