@@ -40,6 +40,7 @@ from sluice.plan import (
     Facts,
     NoticePlan,
     Plan,
+    PysparkPlan,
     QueryPlan,
     RowsPlan,
     SecretPlan,
@@ -240,7 +241,7 @@ class Session:
         created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan, ValidatePlan))
+        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan, ValidatePlan, PysparkPlan))
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -285,7 +286,7 @@ class Session:
             for item in planned.items:
                 writer.relation(item, None, 1)
             lines += writer.lines
-        elif isinstance(planned, RowsPlan):
+        elif isinstance(planned, (RowsPlan, PysparkPlan)):
             lines.append("  " + " | ".join(result.columns))
             lines += ["  " + " | ".join(value_text(v) for v in row) for row in result.rows]
         return "\n".join(lines)
@@ -340,6 +341,15 @@ class Session:
             return Result(planned.status, planned.columns, rows)
         if isinstance(planned, QueryPlan):
             return self._select(planned)
+        if isinstance(planned, PysparkPlan):
+            from sluice.render.explain import pyspark_program  # pyspark's modules; no Spark
+
+            streams = self.data_dir / "streams"
+            ingested = {p.name for p in streams.iterdir()} if streams.is_dir() else set()
+            if self._live is not None:
+                ingested |= set(self._live.running)
+            lines = pyspark_program(planned, self.tables, frozenset(ingested))
+            return Result(planned.status, ("plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
             from sluice.render.executor import source_statistics  # Spark only when needed
 

@@ -8,6 +8,7 @@ from typing import Any
 from sluice.catalog.items import Item
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
+from sluice.errors import FeatureNotSupported
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,37 @@ class QueryPlan:
     reads: tuple[Read, ...]
     timeline: Timeline | None
     status: str = "SELECT"
+
+
+@dataclass(frozen=True)
+class PysparkPlan:
+    """EXPLAIN PYSPARK: the program of a query (`query`: a SELECT's, a SUBSCRIBE's, a
+    view's or a sink's relation's) or of a source (`item` alone), over `catalog` (holding
+    what the explained statement creates, `item`). `ingests`: the statement ingests every
+    source it reads continuously (SUBSCRIBE, a sink)."""
+
+    catalog: Any = field(repr=False)
+    query: QueryPlan | None = None
+    item: Item | None = None
+    span: Any = None  # the EXPLAIN statement's
+    status: str = "EXPLAIN"
+    ingests: bool = False
+
+    def refuse_continuous(self, ingested: frozenset[str] = frozenset()) -> None:
+        """A source ingested continuously (so by the catalog, by the statement, or
+        `ingested` now) is read from its committed batches, a program EXPLAIN PYSPARK
+        does not print yet."""
+        catalog = self.catalog
+        reads = [r.item_id for r in self.query.reads] if self.query is not None else [self.item.id]
+        sources = catalog.upstream_sources(reads)
+        continuous = set(sources) if self.ingests else catalog.continuous_sources() | ingested
+        for source_id in sources:
+            if source_id in continuous:
+                name = catalog.by_id(source_id).name
+                raise FeatureNotSupported(
+                    f'EXPLAIN PYSPARK over the continuously ingested source "{name}" is not supported yet',
+                    span=self.span,
+                )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
@@ -29,6 +28,7 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
+from sluice.render.pyspark_code import F, fail_if
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
 from sluice.render.types import table_frame
@@ -126,10 +126,8 @@ class QueryRenderer:
             return
         collection.base.persist()
         seen = collection.log.count()
-        if seen > tolerance:
-            raise SourceFailed(
-                item.name, f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}", recovers=False
-            )
+        reason = f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}"
+        fail_if(seen > tolerance, SourceFailed(item.name, reason, recovers=False))
 
     def query(self, plan: QueryPlan) -> tuple[DataFrame, list[Guard]]:
         """The query's frame: its planned columns, then hidden flag columns of guards."""
@@ -142,7 +140,7 @@ class QueryRenderer:
         for read in plan.reads:
             frame, read_guards = self.relation(read)
             guards += read_guards
-            name = f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
+            name = relation_view(read)
             item = self.catalog.by_id(read.item_id)
             if item.kind == kinds.TABLE:  # jsonb is stored as text, queried as a VARIANT
                 frame = frame.select(*(_queried(c) for c in item.columns))
@@ -166,6 +164,19 @@ class QueryRenderer:
         of what guards the query has an error, this raises the first (`collection_error`):
         the job fails at once for a guard read in it (and `error_of` names the error);
         other guards are looked at once their rows are in."""
+        frame, guards, width = self.prepare(plan, shape)
+        rows = frame.collect()
+        error = self._unread_error(frame, guards, rows)
+        if error is not None:
+            raise error
+        return [tuple(row[:width]) for row in rows]
+
+    def prepare(
+        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+    ) -> tuple[DataFrame, list[Guard], int]:
+        """What `collect` collects: the frame whose first `width` columns are the rows
+        (the rest are guards' flags), failing when a guard read in its job has an error,
+        and the guards."""
         frame, guards = self.query(plan)
         hidden = frame.columns[len(plan.columns) :]
         if shape is not None:
@@ -175,12 +186,7 @@ class QueryRenderer:
         if read or any(n > 1 for n in self.read_counts.values()):
             for item_id in self.read_counts:  # read the topic once, however many reads
                 self.collections[item_id].base.persist()
-        frame = self._failing_on(frame, read, guards)
-        rows = frame.collect()
-        error = self._unread_error(frame, guards, rows)
-        if error is not None:
-            raise error
-        return [tuple(row[:width]) for row in rows]
+        return self._failing_on(frame, read, guards), guards, width
 
     def _failing_on(self, frame: DataFrame, read: list[Guard], guards: list[Guard]) -> DataFrame:
         """`frame` with rows of `read` guards' errs that fail the job when there are any."""
@@ -236,6 +242,11 @@ class QueryRenderer:
             store.release()
 
 
+def relation_view(read: Read) -> str:
+    """The temporary view of a relation the query reads."""
+    return f"sluice_{read.item_id}_{(read.errors or 'rows').lower()}"
+
+
 def _dead_letter_rows(errs: DataFrame, mz_timestamp) -> DataFrame:
     return errs.select(
         mz_timestamp.alias("mz_timestamp"),
@@ -268,6 +279,12 @@ def _observed(frame: DataFrame, name: str) -> tuple[int, bool] | None:
 def _first_error(guards: list[Guard]) -> SqlError | None:
     """The first error of `guards` (a source's errs rows carry their `code`; an evaluation
     error's code is found from its words)."""
+    first = first_errors(guards).first()
+    return None if first is None else collection_error(first.message, first.code)
+
+
+def first_errors(guards: list[Guard]) -> DataFrame:
+    """The errors of `guards` as (message, code), the first first."""
     keys = ("kind", "partition", "offset")
     union = None
     for index, guard in enumerate(guards):
@@ -279,5 +296,4 @@ def _first_error(guards: list[Guard]) -> SqlError | None:
             F.col("code") if "code" in errs.columns else F.lit(None).cast("string").alias("code"),
         )
         union = row if union is None else union.unionByName(row)
-    first = union.orderBy("guard", *keys, "message").select("message", "code").first()
-    return None if first is None else collection_error(first.message, first.code)
+    return union.orderBy("guard", *keys, "message").select("message", "code")

@@ -63,7 +63,6 @@ import pyarrow as pa
 import pyarrow.ipc
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sluice.catalog import items as kinds
@@ -79,6 +78,7 @@ from sluice.kafka.registry import SchemaRegistry
 from sluice.kafka.retry import RetryPolicy
 from sluice.kafka.topics import create_topic, list_topics
 from sluice.render.failures import failure_reason
+from sluice.render.pyspark_code import F
 
 # How often an idle sink looks for changes in what its relation reads.
 POLL_SECONDS = 0.2
@@ -127,14 +127,22 @@ class SinkEnvelope:
 def encoded(fmt: Format, frame: DataFrame, columns: tuple[str, ...], body: bool = False) -> SparkColumn:
     """`columns` of `frame` encoded by `fmt` (its unframed Avro body, with `body`), on
     the executors: an Arrow-batched Python UDF calling the format's encoder."""
-    encode = fmt.body if body else fmt.encode
-
-    def row_bytes(row) -> bytes | None:
-        return encode(tuple(_plain(v) for v in row))
-
-    udf = F.udf(row_bytes, T.BinaryType(), useArrow=True)
+    udf = F.udf(RowBytes(fmt, body), T.BinaryType(), useArrow=True)
     types = dict((f.name, f.dataType) for f in frame.schema.fields)
     return udf(F.struct(*(_jsonable(c, types[c]) for c in columns)))
+
+
+@dataclass(frozen=True)
+class RowBytes:
+    """A row's bytes as the format `fmt` encodes them (its unframed Avro body, with
+    `body`): the function a sink's UDF calls on the executors."""
+
+    fmt: Format
+    body: bool = False
+
+    def __call__(self, row) -> bytes | None:
+        encode = self.fmt.body if self.body else self.fmt.encode
+        return encode(tuple(_plain(v) for v in row))
 
 
 def _jsonable(name: str, data_type: T.DataType) -> SparkColumn:

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from sluice.catalog.formats import Format
 from sluice.catalog.items import Item, SourceDesc
@@ -30,6 +28,7 @@ from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST, SOUR
 from sluice.kafka.client import connection_config
 from sluice.kafka.reader import LOST_RANGE, NAME, decode_spec
 from sluice.kafka.retry import RetryPolicy
+from sluice.render.pyspark_code import F, Window
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
 FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
@@ -73,6 +72,14 @@ class SourceRead:
     ranges: tuple[tuple[int, int, int], ...]
     lows: tuple[tuple[int, int], ...] = ()
 
+    def ranges_option(self):
+        """The reader's `ranges` option."""
+        return json.dumps([list(r) for r in self.ranges])
+
+    def offsets(self):
+        """How many offsets the read covers."""
+        return sum(end - start for _, start, end in self.ranges)
+
 
 def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: SourceRead) -> Collection:
     """The source's collection as `read` reads it. Rendering is a pure function of the
@@ -89,12 +96,12 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
         spark.read.format(NAME)
         .options(**dict(options))
         .option("retry", retry_policy(item).to_json())
-        .option("ranges", json.dumps([list(r) for r in read.ranges]))
+        .option("ranges", read.ranges_option())
         .load()
     )
     messages = source_messages(with_decode_errors(raw, desc), desc)
     parts = source_parts(messages, desc, item)
-    offsets = sum(end - start for _, start, end in read.ranges)
+    offsets = read.offsets()
     if desc.envelope == "none":
         # What a query caches to read the topic once: only what rows and errors are made of.
         kept = messages.select(*state_columns(messages, desc))

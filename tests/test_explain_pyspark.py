@@ -1,0 +1,157 @@
+"""EXPLAIN PYSPARK prints what sluice runs: its program, run in a real Spark session over
+the embedded broker, gives the rows and the errors the statement gives. Printing it
+starts no Spark and opens no socket (tests/test_planning_isolation.py). The printed text:
+tests/golden/plan/explain_pyspark.test."""
+
+from __future__ import annotations
+
+import pytest
+
+import sluice
+from sluice.kafka.embedded import produce
+from sluice.render.executor import snapshot_read
+from tests.test_ingest import failure, rows
+
+
+@pytest.fixture
+def session(spark, kafka):
+    kafka.create_topic("orders", 2)
+    produce(kafka.bootstrap, "orders", [(b"alice", b'{"amount": 5}'), (b"bob", b"{oops")], partition=0)
+    produce(kafka.bootstrap, "orders", [(b"carol", b'{"amount": 7}'), (b"\xff", b'{"amount": 1}')], partition=1)
+    kafka.create_topic("clicks", 1)
+    produce(kafka.bootstrap, "clicks", [(None, b"alice"), (None, b"carol"), (None, b"alice"), (None, b"dave")], partition=0)
+    kafka.create_topic("updates", 1)
+    produce(
+        kafka.bootstrap,
+        "updates",
+        [(b"k1", b'{"v": 1}'), (b"k2", b"{bad"), (b"k1", b'{"v": 2}'), (b"k3", b'{"v": 3}'), (b"k3", None)],
+        partition=0,
+    )
+    with sluice.Session() as s:
+        s.execute_script(f"""
+            CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}');
+            CREATE SOURCE orders FROM KAFKA CONNECTION kafka (TOPIC 'orders')
+              KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE KEY, PARTITION, OFFSET;
+            CREATE SOURCE clicks FROM KAFKA CONNECTION kafka (TOPIC 'clicks') FORMAT TEXT;
+        """)
+        yield s
+
+
+def program(session, sql: str) -> dict:
+    """Runs the program EXPLAIN PYSPARK prints for `sql` on the session's Spark, each
+    source reading the offsets a snapshot now would: its variables, and under "raised"
+    what it raised."""
+    return run(session, explained(session, sql))
+
+
+def explained(session, sql: str) -> str:
+    return "\n".join(row[0] for row in rows(session, f"EXPLAIN PYSPARK FOR {sql}"))
+
+
+def run(session, text: str) -> dict:
+    from sluice.render.spark import spark
+
+    catalog = session.catalog.current
+    ranges = {}
+    for name in ("orders", "clicks", "updates"):
+        item = catalog.get(name)
+        if item is not None:
+            ranges[name] = [list(r) for r in snapshot_read(catalog, item.id).ranges]
+    variables = {"spark": spark(), "ranges": ranges}
+    try:
+        exec(compile(text, "<EXPLAIN PYSPARK>", "exec"), variables)
+    except Exception as e:  # what a user running the program sees
+        variables["raised"] = e
+    return variables
+
+
+def test_a_source_with_decode_errors(session) -> None:
+    sql = "SELECT key, data::text, \"offset\" FROM orders"
+    error = failure(session, sql)
+    ran = program(session, sql)
+    assert str(ran["raised"]) == error
+    assert error.startswith("Decode error: Failed to decode JSON")
+    # Its rows were the source's oks, as reading around the errors gives them.
+    good = rows(session, "SELECT key, data::text, \"offset\" FROM IGNORE ERRORS orders")
+    assert sorted(tuple(r[:3]) for r in ran["rows"]) == sorted(good)
+    errs = sorted(r.message for r in ran["orders_errs"].collect())
+    assert errs == sorted(r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS orders"))
+    assert len(errs) == 2
+
+
+def test_a_view_with_a_join(session) -> None:
+    session.execute("""
+        CREATE VIEW seen AS SELECT o.key, count(*) AS clicks
+        FROM IGNORE ERRORS orders AS o JOIN clicks AS c ON o.key = c.text GROUP BY o.key
+    """)
+    sql = "SELECT * FROM seen"
+    ran = program(session, sql)
+    assert "raised" not in ran
+    assert sorted(ran["rows"]) == sorted(rows(session, sql)) == [("alice", 2), ("carol", 1)]
+
+
+def test_an_evaluation_error(session) -> None:
+    sql = "SELECT text, 10 / (length(text) - 4) FROM clicks"
+    error = failure(session, sql, "22012")
+    assert error == "Evaluation error: division by zero"
+    assert error in str(program(session, sql)["raised"])
+    ok = "SELECT text, 10 / (length(text) - 3) FROM clicks"
+    width = 2  # then the flag saying whether the row's evaluation failed
+    assert sorted(tuple(r[:width]) for r in program(session, ok)["rows"]) == sorted(rows(session, ok))
+
+
+def test_a_source_as_created(session) -> None:
+    create = """CREATE SOURCE updates FROM KAFKA CONNECTION kafka (TOPIC 'updates')
+        KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT"""
+    text = explained(session, create)
+    assert session.catalog.current.get("updates") is None  # explained, not created
+    session.execute(create)
+    ran = run(session, text)
+    assert "raised" not in ran and "updates_oks = (" in text
+    oks = sorted((r.key, r.data.toJson()) for r in ran["updates_oks"].collect())
+    assert oks == sorted(rows(session, "SELECT key, data::text FROM IGNORE ERRORS updates")) == [("k1", '{"v":2}')]
+    errs = [r.message for r in ran["updates_errs"].collect()]
+    assert errs == [r[0] for r in rows(session, "SELECT message FROM ONLY ERRORS updates")]
+    assert errs[0].startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+
+
+def test_a_materialized_view_over_a_table(session) -> None:
+    session.execute_script("""
+        CREATE TABLE t (a int, b int);
+        INSERT INTO t VALUES (1, 2), (1, 3), (2, 0);
+    """)
+    create = "CREATE MATERIALIZED VIEW mv AS SELECT a, sum(b) AS total, 6 / max(b) AS q FROM t GROUP BY a"
+    text = explained(session, create)
+    session.execute(create)
+    error = failure(session, "SELECT * FROM mv", "22012")
+    assert str(run(session, text)["raised"]) == error == "Evaluation error: division by zero"
+    session.execute("UPDATE t SET b = 3 WHERE a = 2")
+    ran = program(session, "SELECT * FROM mv")
+    width = 3  # then the flag saying whether the row's evaluation failed
+    assert sorted(tuple(r[:width]) for r in ran["rows"]) == sorted(rows(session, "SELECT * FROM mv"))
+    assert sorted(rows(session, "SELECT * FROM mv")) == [(1, 5, 2), (2, 3, 2)]
+
+
+def test_a_sink_over_a_view_of_a_table(session) -> None:
+    """The printed program's rows are the (identity, payload) pairs the sink's job
+    evaluates: its relation's query through the envelope's encoding."""
+    from sluice.plan import sink_query
+    from sluice.render.executor import run_snapshot
+    from sluice.render.sink import envelope_of
+
+    session.execute_script("""
+        CREATE TABLE t (id int, name text, doc jsonb);
+        INSERT INTO t VALUES (1, 'ann', '{"x": [1, 2]}'), (2, NULL, NULL);
+        CREATE VIEW v AS SELECT id, upper(name) AS n, doc FROM t;
+    """)
+    create = "CREATE SINK o FROM v INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (id) FORMAT JSON ENVELOPE UPSERT"
+    text = explained(session, create)
+    session.execute(create)
+    catalog = session.catalog.current
+    sink = catalog.get("o")
+    envelope = envelope_of(sink, catalog)
+    envelope.prepare()
+    evaluated = run_snapshot(sink_query(sink, catalog), catalog, session.tables, {}, lambda f: list(envelope.shape(f)))[1]
+    printed = sorted((bytes(key), bytes(value)) for key, value in run(session, text)["rows"])
+    assert printed == sorted((bytes(key), bytes(value)) for key, value in evaluated)
+    assert printed[0] == (b'{"id":1}', b'{"id":1,"n":"ANN","doc":{"x":[1,2]}}')
