@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from sluice.kafka.embedded import produce
-from sluice.kafka.reader import NAME, KafkaReadError, Options, admitted, read_range, watermarks
+from sluice.kafka.reader import NAME, KafkaReadError, Options, read_range, watermarks
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
@@ -116,53 +113,6 @@ def test_streaming_resumes_from_its_checkpoint(spark, kafka, tmp_path) -> None:
     seen.clear()
     run()
     assert [(r.partition, r.offset, r.value) for r in seen] == [(1, 1, b"4")]
-
-
-def test_a_bounded_stream_reads_everything_in_micro_batches_of_at_most_the_bound(spark, kafka, tmp_path) -> None:
-    kafka.create_topic("b", 2)
-    produce(kafka.bootstrap, "b", [(None, b"%d" % i) for i in range(30)], partition=0)
-    produce(kafka.bootstrap, "b", [(None, b"%d" % i) for i in range(5)], partition=1)
-    batches: list = []
-    stream = (
-        spark.readStream.format(NAME)
-        .option("bootstrap", kafka.bootstrap)
-        .option("topic", "b")
-        .option("max_offsets_per_trigger", "8")
-        .load()
-    )
-    query = (
-        stream.writeStream.foreachBatch(lambda df, _: batches.append(df.select("partition", "offset").collect()))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="10 milliseconds")
-        .start()
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while sum(map(len, batches)) < 35 and time.monotonic() < deadline and query.exception() is None:
-            time.sleep(0.05)
-    finally:
-        query.stop()
-    assert [len(b) <= 8 for b in batches] == [True] * len(batches) and len(batches) >= 5
-    assert sorted((r.partition, r.offset) for b in batches for r in b) == [
-        *((0, o) for o in range(30)),
-        *((1, o) for o in range(5)),
-    ]
-
-
-@given(
-    st.dictionaries(st.sampled_from("0123456789"), st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1),
-    st.integers(1, 3000),
-)
-def test_admission_moves_every_partition_behind_on_within_the_bound(positions, most) -> None:
-    froms = {p: min(a, b) for p, (a, b) in positions.items()}
-    ends = {p: max(a, b) for p, (a, b) in positions.items()}
-    stops = admitted(froms, ends, most)
-    behind = [p for p in ends if ends[p] > froms[p]]
-    assert all(froms[p] <= stops[p] <= ends[p] for p in ends)
-    assert all(stops[p] > froms[p] for p in behind)
-    assert sum(stops[p] - froms[p] for p in ends) <= most + len(behind)
-    if sum(ends[p] - froms[p] for p in ends) <= most:
-        assert stops == ends
 
 
 def test_missing_topic_and_unreachable_broker_are_errors_not_hangs(kafka) -> None:

@@ -44,7 +44,6 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.pandas.types import from_arrow_type
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -120,8 +119,6 @@ class Options:
     # side ("key" / "value") → decoder spec; see `decoder`.
     decode: dict = field(default_factory=dict, repr=False)
     report_lost: bool = False
-    # A stream's micro-batch reads at most this many offsets (None: all there are).
-    max_offsets_per_trigger: int | None = None
 
     @staticmethod
     def of(options) -> Options:
@@ -139,9 +136,6 @@ class Options:
             retry=RetryPolicy.from_json(options["retry"]) if "retry" in options else DEFAULT_RETRY,
             decode=decode,
             report_lost=options.get("report_lost", "false") == "true",
-            max_offsets_per_trigger=(
-                int(options["max_offsets_per_trigger"]) if "max_offsets_per_trigger" in options else None
-            ),
         )
 
     def schema(self) -> StructType:
@@ -351,18 +345,6 @@ class KafkaBatchReader(DataSourceReader):
         return read_range(self.options, partition.partition, partition.start, partition.end)
 
 
-def admitted(froms: dict, ends: dict, most: int) -> dict:
-    """Where a micro-batch reading from `froms` towards `ends` stops, reading about `most`
-    offsets: shared among the partitions in proportion to how far each is behind, and at
-    least one for each behind one (which may pass its share), so that every partition
-    moves on."""
-    behind = {p: max(ends[p] - froms[p], 0) for p in ends}
-    total = sum(behind.values())
-    if total <= most:
-        return dict(ends)
-    return {p: froms[p] + min(lag, max(1, lag * most // total)) for p, lag in behind.items()}
-
-
 class KafkaStreamReader(DataSourceStreamReader):
     """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark.
 
@@ -384,18 +366,8 @@ class KafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {str(p): self.start.get(p, low) for p, (low, _) in self.watermarks().items()}
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
-
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        """The high watermarks, or under `ReadMaxRows(n)` at most about n offsets past
-        `start` (see `admitted`)."""
-        marks = self.watermarks()
-        ends = {str(p): high for p, (_, high) in marks.items()}
-        if not isinstance(limit, ReadMaxRows):
-            return ends
-        return admitted({str(p): start.get(str(p), low) for p, (low, _) in marks.items()}, ends, limit.max_rows)
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        return {str(p): high for p, (_, high) in self.watermarks().items()}
 
     def partitions(self, start: dict, end: dict) -> list[Range]:
         return [

@@ -1,9 +1,8 @@
 """Continuous ingestion: one Spark streaming query per source, reading its topic once per
 micro-batch and committing the batch's rows, errors and dead-letter rows together (see
-`store`). An upsert source's state — the winning message of every key, errors included —
-is what its commits hold; each micro-batch commits its changes to it: the message that
-left the state (−) and the one that entered it (+) (see `upsert_changes`). A catch-up
-runs as micro-batches of at most `MAX_OFFSETS_PER_TRIGGER` offsets.
+`store`). An upsert source keeps its state — the winning message of every key, errors
+included — in Spark's state store (RocksDB) and emits changes: the message that left the
+state (−) and the one that entered it (+).
 
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
@@ -26,9 +25,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
@@ -45,70 +46,80 @@ from sluice.render.source import (
     state_columns,
     with_decode_errors,
 )
-from sluice.render.store import STANDING_SCHEMA, Store
+from sluice.render.store import Store
 
 # How often an idle stream asks Kafka for new offsets.
 TRIGGER = "100 milliseconds"
-# Offsets a micro-batch reads at most (over all partitions): a catch-up of millions of
-# messages runs as bounded micro-batches, each committed on its own.
-MAX_OFFSETS_PER_TRIGGER = 250_000
 # How often the supervisor looks for failed streams.
 SUPERVISE_SECONDS = 0.5
 
 
-def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
-    """A micro-batch of an upsert source's messages as changes to its state, `standing`
-    (`Store.standing`: `__ukey`, `__p`, `__o` of each key's winner). Out, per key: every
-    error message (`__log`, for the dead-letter table and the tolerance count), the old
-    winner leaving the state (`__diff` −1, identity only), the new one entering it (+1; a
-    tombstone enters nothing), and one row counting the key's messages (`__seen`).
+class UpsertState(StatefulProcessor):
+    """Per upsert key (its raw bytes): the winning message's (partition, offset).
 
-    Why this shape (measured with bench/upsert.py): the batch is reduced to the last
-    message per key by one JVM aggregate — `max_by` over (partition, offset), partially
-    aggregated inside each read task before the shuffle — and only the winners meet the
-    state, in one join. Spark's stateful operators were the alternative and the former
-    implementation: transformWithState with a Python processor converts every message
-    into Python and back and commits a RocksDB store per shuffle partition per
-    micro-batch, and caught up at ~8 % of the snapshot read rate. Keeping the state in
-    the store's own commits also makes it exact across restarts by construction: the
-    state is what the commits say, not something a checkpoint could hold apart from them.
-    Losers are decoded too, though only winners enter the state: every error message,
-    winner or not, is logged (dead-letter table, tolerance count), and only decoding a
-    message tells whether it is one.
-    """
-    columns = messages.columns
-    types = dict(messages.dtypes)
-    # (partition, offset) as one long: a cheaper ordering than a struct's.
-    position = F.col("partition").cast("long") * (1 << 40) + F.col("offset")
-    reduced = messages.groupBy("__ukey").agg(
-        F.max_by(F.struct(*columns), position).alias("__winner"),
-        F.count(F.lit(1)).alias("__count"),
-        F.collect_list(F.when(F.col("__error").isNotNull(), F.struct(*columns))).alias("__errors"),
+    Out, per key and micro-batch: every error message (`__log`, for the dead-letter table
+    and the tolerance count), the old winner leaving the state (`__diff` −1, identity only)
+    and the new one entering it (+1; a tombstone enters nothing), and on the first row the
+    number of messages the key had (`__seen`)."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+
+    def init(self, handle) -> None:
+        self.winner = handle.getValueState("winner", "partition int, offset long")
+
+    def handleInputRows(self, key, rows, timerValues=None):
+        rows = list(rows)
+        out = [self._out(r.asDict(), 0, True) for r in rows if r["__error"] is not None]
+        latest = max(rows, key=lambda r: (r["partition"], r["offset"]))
+        if self.winner.exists():
+            partition, offset = self.winner.get()
+            out.append(self._out({"partition": partition, "offset": offset}, -1, False))
+        if latest["value"] is None and latest["__error"] is None:
+            self.winner.clear()
+        else:
+            self.winner.update((latest["partition"], latest["offset"]))
+            out.append(self._out(latest.asDict(), 1, False))
+        if not out:
+            out.append(self._out({}, 0, False))
+        out[0]["__seen"] = len(rows)
+        for values in out:
+            yield Row(**values)
+
+    def _out(self, values: dict, diff: int, log: bool) -> dict:
+        row = {name: values.get(name) for name in self.columns}
+        row.update(__diff=diff, __log=log, __seen=0)
+        return row
+
+    def close(self) -> None:
+        pass
+
+
+# What the upsert state decides on; every other column travels packed as one JSON text,
+# since the state operator converts each column of each message into Python and back.
+_DECIDING = ("__ukey", "partition", "offset", "__error", "value")
+
+
+def _upsert_changes(messages: DataFrame) -> DataFrame:
+    """An upsert source's messages through its state (see `UpsertState`)."""
+    carried = [c for c in messages.columns if c not in _DECIDING]
+    packed_type = messages.select(*carried).schema
+    narrow = messages.select(*_DECIDING, F.to_json(F.struct(*carried)).alias("__packed"))
+    schema = StructType(
+        narrow.schema.fields
+        + [
+            StructField("__diff", IntegerType()),
+            StructField("__log", BooleanType()),
+            StructField("__seen", LongType()),
+        ]
     )
-    old = standing.select("__ukey", F.col("__p").alias("__old_p"), F.col("__o").alias("__old_o"))
-    # A hash join: both sides come partitioned by the key, and sorting them buys nothing.
-    keyed = reduced.join(old.hint("shuffle_hash"), "__ukey", "left")
-
-    def change(values: dict, diff: int, log: bool, seen=None):
-        return F.struct(
-            *((values[c] if c in values else F.lit(None).cast(types[c])).alias(c) for c in columns),
-            F.lit(diff).alias("__diff"),
-            F.lit(log).alias("__log"),
-            (F.lit(0).cast("long") if seen is None else seen).alias("__seen"),
-        )
-
-    winner = F.col("__winner")
-    entered = change({c: winner[c] for c in columns}, 1, False)
-    ukey = F.col("__ukey")
-    left = change({"__ukey": ukey, "partition": F.col("__old_p"), "offset": F.col("__old_o")}, -1, False)
-    counted = change({"__ukey": ukey}, 0, False, F.col("__count"))
-    deletes = winner["value"].isNull() & winner["__error"].isNull()
-    logged = F.transform("__errors", lambda e: change({c: e[c] for c in columns}, 0, True))
-    changes = F.concat(
-        F.array_compact(F.array(F.when(~deletes, entered), F.when(F.col("__old_p").isNotNull(), left), counted)),
-        logged,
+    changes = narrow.groupBy("__ukey").transformWithState(
+        UpsertState(narrow.columns), schema, "Append", "None"
     )
-    return keyed.select(F.explode(changes).alias("__change")).select("__change.*")
+    unpacked = F.from_json("__packed", packed_type)
+    return changes.select(
+        *(c for c in changes.columns if c != "__packed"), *(unpacked[c].alias(c) for c in carried)
+    )
 
 
 @dataclass
@@ -164,15 +175,12 @@ class Ingestion:
             .options(**reader_options(desc, self.catalog))
             .option("retry", retry_policy(self.item).to_json())
             .option("start_offsets", json.dumps({str(p): start for p, start in starts.items()}))
-            .option("max_offsets_per_trigger", str(MAX_OFFSETS_PER_TRIGGER))
             .load()
         )
         messages = source_messages(with_decode_errors(raw, desc), desc)
-        shape = messages
         if desc.envelope != "none":
-            messages = messages.select(*state_columns(messages, desc))
-            shape = upsert_changes(messages, self.spark.createDataFrame([], STANDING_SCHEMA))
-        self.store.save_schema(self._out(shape, 0).schema)
+            messages = _upsert_changes(messages.select(*state_columns(messages, desc)))
+        self.store.save_schema(self._out(messages, 0).schema)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         self.query = (
             messages.writeStream.foreachBatch(self._commit)
@@ -214,7 +222,6 @@ class Ingestion:
             F.col("partition").alias("__p"),
             F.col("offset").alias("__o"),
             seen.alias("__seen"),
-            *([F.col("__ukey")] if desc.envelope != "none" else []),
         )
 
     def _commit(self, batch: DataFrame, n: int) -> None:
@@ -230,8 +237,6 @@ class Ingestion:
                     ((F.col("partition") == p) & (F.col("offset") < start) for p, start in below.items()),
                 )
             )
-        if upsert:
-            batch = upsert_changes(batch, self.store.standing(self.spark))
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"

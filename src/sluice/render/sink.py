@@ -65,9 +65,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from sluice.catalog import items as kinds
 from sluice.catalog.files import replace_file, sync_directory
-from sluice.catalog.formats import AvroRegistry, Format, Json
+from sluice.catalog.formats import AvroRegistry, Format
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog

@@ -151,14 +151,9 @@ def _build(settings: SparkSettings) -> SparkSession:
         # Avro time-millis/time-micros columns are TIME: without the flag Spark reads them
         # from Arrow but refuses to store them (a continuously ingested source fails).
         .config("spark.sql.timeType.enabled", "true")
-        # One shuffle partition per local core: every shuffle partition is a task in each
-        # micro-batch of an upsert source (its reduction per key), so more only adds latency.
+        # One shuffle partition per local core: every partition of an upsert source's state
+        # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
         .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
-        # An aggregate over variable-width values (an upsert micro-batch's last message per
-        # key) keeps a hash map of up to this many keys per task before sorting instead
-        # (default 128, which makes nearly every such aggregate sort); a micro-batch holds
-        # at most render.ingest.MAX_OFFSETS_PER_TRIGGER keys.
-        .config("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "262144")
         # Every broadcast side of a join takes at least one page; the default page (a
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
         # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
@@ -166,6 +161,11 @@ def _build(settings: SparkSettings) -> SparkSession:
         # Jobs share the cores fairly between pools: a source's compaction runs in a pool
         # of its own (render/compaction.py), so ingestion and queries keep their share.
         .config("spark.scheduler.mode", "FAIR")
+        # Upsert state lives in RocksDB (transformWithState requires it).
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
         # PySpark would record the Python call site of every column function in the JVM
         # (three calls into it each, and a walk of the stack): sluice's own frames, which

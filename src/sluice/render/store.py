@@ -15,8 +15,7 @@ Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (erro
 fails with; upsert: entering its state), `retract` (upsert: `(__p, __o)` of messages that
 left the state), `dlq` (dead-letter rows), `log` (upsert: every error message, for the
 tolerance count), `skip` (ENVELOPE NONE messages without key and value), `seen` (upsert:
-messages per key and batch); an upsert source's rows carry their upsert key (`__ukey`),
-which its state is keyed by. Because the source's rows, its errors and its dead-letter rows
+messages per key and batch). Because the source's rows, its errors and its dead-letter rows
 of one micro-batch sit under one commit record, a restart never shows one without the other.
 
 Commits are numbered by the store (0, 1, …), apart from Spark's batch ids. A record lists
@@ -38,9 +37,9 @@ the stream first), provided Kafka still holds every offset the repair reads agai
   checkpoint is discarded, and the stream reads again from where the last sound commit
   ended. A lost or unreadable checkpoint alone loses nothing: the stream starts from the
   committed offsets.
-* UPSERT: any damage, and a lost, unreadable or replaced checkpoint, drops every commit
-  and the checkpoint: the stream rebuilds the store from the source's start, and with it
-  the state, which is what the commits hold (`standing`).
+* UPSERT: the state in the checkpoint reflects every commit, so any damage, and a lost,
+  unreadable or replaced checkpoint, drops every commit and the checkpoint: the stream
+  rebuilds the state and the store from the source's start.
 
 When Kafka no longer holds those offsets the store is left as it is, and every read of the
 source fails with `StoreDamaged` (XX001) naming the commit and the file. Staging folders of
@@ -87,8 +86,6 @@ from sluice.render.source import ERRS_COLUMNS, Collection
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
 IDENTITY = ["__p", "__o"]
-# An upsert source's state: each key's winning message, by its identity.
-STANDING_SCHEMA = "__ukey binary, __p int, __o long"
 FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
 
 Offsets = dict[int, int]  # partition → next offset
@@ -527,19 +524,6 @@ class Store:
             return spark.createDataFrame([], schema)
         return spark.read.schema(schema).parquet(*paths)
 
-    def standing(self, spark: SparkSession) -> DataFrame:
-        """An upsert source's state as its commits hold it (`STANDING_SCHEMA`): the
-        messages that entered its rows or errors and have not left them. A row that is in
-        both (INLINE with PROPAGATE) is one message."""
-        inspection = self.inspect()
-        if inspection.damage is not None:
-            raise inspection.damage.error(self.source, hint=READ_AGAIN)
-        key = ["__ukey", *IDENTITY]
-        entered = self.frame(spark, inspection.records, "oks").select(*key)
-        entered = entered.union(self.frame(spark, inspection.records, "errs").select(*key))
-        left = self.frame(spark, inspection.records, "retract").select(*IDENTITY)
-        return entered.join(left, IDENTITY, "left_anti").distinct()
-
     def collection(self, spark: SparkSession, item: Item) -> Collection:
         """The source's committed rows, errors and logs; the files stay until `release`."""
         self._begin_read()
@@ -570,13 +554,13 @@ class Store:
 def _state_mismatch(
     end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool
 ) -> Damage | None:
-    """How an upsert source's checkpoint disagrees with its commits: it must stand where
-    they end, or be about to run again the micro-batch ending there."""
+    """How an upsert source's checkpoint, holding its state, disagrees with its commits:
+    it must stand where they end, or be about to run again the micro-batch ending there."""
     if readable and end in (done or {}, planned):
         return None
     if readable and done is None and planned is None:
-        return Damage("the checkpoint of its upsert stream is missing")
-    return Damage("the checkpoint of its upsert stream does not match its commits")
+        return Damage("its checkpoint, holding the upsert state, is missing")
+    return Damage("its checkpoint, holding the upsert state, does not match its commits")
 
 
 def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
