@@ -119,7 +119,7 @@ def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path)
     assert not list(model.store.compacted.iterdir()) and not list(model.store.batches.iterdir())
 
 
-@pytest.mark.parametrize("rounds", [2, pytest.param(6, marks=pytest.mark.long)])
+@pytest.mark.parametrize("rounds", [1, pytest.param(6, marks=pytest.mark.long)])
 def test_killed_sessions_compacting_resume_with_nothing_lost_or_duplicated(spark, tmp_path, monkeypatch, rounds) -> None:
     monkeypatch.setenv("SLUICE_COMPACT_AFTER", "1")  # the killed sessions compact all the time
     assert killed_and_reopened(tmp_path, rounds, 18, "streams/*/compacted/*.json") == "right"

@@ -68,22 +68,31 @@ def consume(
     yield "partition\toffset\tkey\tvalue\theaders"
     try:
         while not (stop is not None and stop.is_set()) and not (exit_at_end and len(done) == len(ends)):
-            for message in client.consume(num_messages=500, timeout=_POLL_SECONDS):
-                error = message.error()
-                if error is None:
+            for message, at_end in _polled(client, topic):
+                if not at_end:
                     yield message_line(message)
                     if message.offset() + 1 >= ends[message.partition()]:
                         done.add(message.partition())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    # A transactional topic ends in a commit marker no message stands for.
-                    if message.offset() >= ends[message.partition()]:
-                        done.add(message.partition())
-                elif not error.retriable():
-                    raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
-    except KafkaException as e:
-        raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
+                # A transactional topic ends in a commit marker no message stands for.
+                elif message.offset() >= ends[message.partition()]:
+                    done.add(message.partition())
     finally:
         client.close()
+
+
+def _polled(client, topic: str) -> Iterator[tuple]:
+    """One poll's messages, each with whether it is a partition's end event rather than a
+    message; retriable errors are passed over, any other is an `ExternalSystemError`."""
+    try:
+        polled = client.consume(num_messages=500, timeout=_POLL_SECONDS)
+    except KafkaException as e:
+        raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
+    for message in polled:
+        error = message.error()
+        if error is None or error.code() == KafkaError._PARTITION_EOF:
+            yield message, error is not None
+        elif not error.retriable():
+            raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
 
 
 def read_committed(bootstrap: str, topic: str, at_least: int, timeout: float) -> list:
@@ -100,17 +109,12 @@ def read_committed(bootstrap: str, topic: str, at_least: int, timeout: float) ->
     at_end: set[int] = set()
     try:
         while time.monotonic() < deadline and not (len(messages) >= at_least and at_end >= set(partitions)):
-            for message in client.consume(num_messages=500, timeout=_POLL_SECONDS):
-                error = message.error()
-                if error is None:
+            for message, ended in _polled(client, topic):
+                if ended:
+                    at_end.add(message.partition())
+                else:
                     messages.append(message)
                     at_end.discard(message.partition())
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                elif not error.retriable():
-                    raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(error.str())}")
-    except KafkaException as e:
-        raise ExternalSystemError(f"cannot read topic '{topic}': {kafka_reason(e.args[0].str())}") from None
     finally:
         client.close()
     return sorted(messages, key=lambda m: (m.partition(), m.offset()))
