@@ -1,7 +1,7 @@
 """A session on a data directory that creates the source and dead-letter sink of
 tests/test_dead_letter_sink.py unless its catalog has them, waits until the source has
-caught up, says `ready`, then keeps ingesting and sinking until it is killed
-(tests/store_faults.py `kill_rounds` sends it SIGKILL)."""
+caught up and its sink has delivered what it read, says `ready`, then keeps ingesting
+and sinking until it is killed (tests/store_faults.py `kill_rounds` sends it SIGKILL)."""
 
 import sys
 import time
@@ -21,6 +21,7 @@ while True:  # the stream runs and has caught up
         if time.monotonic() > deadline:
             raise
         time.sleep(1)
+session.drain_sinks(600)
 print("ready", flush=True)
 while True:
     time.sleep(1)

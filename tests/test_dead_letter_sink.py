@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -123,7 +124,9 @@ def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark,
             assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
 
 
-def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path) -> None:
+# One kill round by default; the long tier kills three sessions in turn.
+@pytest.mark.parametrize("rounds", [1, pytest.param(3, marks=pytest.mark.long)])
+def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path, rounds) -> None:
     data_dir = tmp_path / "data"
     with EmbeddedKafka() as kafka:
         control = ControlServer(kafka.bootstrap, kafka.create_topic)  # the children create topics
@@ -131,7 +134,7 @@ def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path) ->
             kafka.create_topic("n", 2)
             produced = Produced(kafka.bootstrap, seed=3)
             produced.more(20)
-            kill_rounds(data_dir, produced, 3, random.Random(3), tmp_path / "child.log", CHILD)
+            kill_rounds(data_dir, produced, rounds, random.Random(3), tmp_path / "child.log", CHILD)
             assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
             produced.more(10)
             with open_session(data_dir, kafka.bootstrap) as reopened:

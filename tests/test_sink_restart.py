@@ -9,6 +9,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.topics import ControlServer
@@ -16,7 +18,6 @@ from tests.sinks import read_committed
 from tests.store_faults import kill_rounds
 
 CHILD = Path(__file__).resolve().parent / "sink_child.py"
-ROUNDS = 3
 
 
 class Appended:
@@ -32,7 +33,9 @@ class Appended:
         self.values.extend(batch)
 
 
-def test_killed_sink_sessions_deliver_every_change_once(spark, tmp_path) -> None:
+# One kill round by default; the long tier kills three sessions in turn.
+@pytest.mark.parametrize("rounds", [1, pytest.param(3, marks=pytest.mark.long)])
+def test_killed_sink_sessions_deliver_every_change_once(spark, tmp_path, rounds) -> None:
     data_dir = tmp_path / "data"
     with EmbeddedKafka() as kafka:
         control = ControlServer(kafka.bootstrap, kafka.create_topic)  # the child creates topics
@@ -40,7 +43,7 @@ def test_killed_sink_sessions_deliver_every_change_once(spark, tmp_path) -> None
             kafka.create_topic("in", 1)
             produced = Appended(kafka.bootstrap)
             produced.more(5)
-            kill_rounds(data_dir, produced, ROUNDS, random.Random(16), tmp_path / "child.log", CHILD)
+            kill_rounds(data_dir, produced, rounds, random.Random(16), tmp_path / "child.log", CHILD)
             produced.more(3)
             with sluice.Session(data_dir) as reopened:
                 reopened.drain_sinks(300)
