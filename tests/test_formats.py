@@ -172,7 +172,7 @@ CREATE TABLE t (id bigint, name text, raw bytea);
 @pytest.mark.parametrize(
     ("sink", "code", "message"),
     [
-        ("KEY (id) FORMAT CSV WITH 3 COLUMNS ENVELOPE UPSERT", "0A000", "FORMAT CSV is not supported for sinks"),
+        ("KEY (id) NOT ENFORCED FORMAT CSV WITH 3 COLUMNS ENVELOPE UPSERT", "0A000", "FORMAT CSV is not supported for sinks"),
         ("FORMAT AVRO USING SCHEMA '\"string\"' ENVELOPE DEBEZIUM", "0A000",
          "FORMAT AVRO USING SCHEMA is not supported for sinks"),
         ("FORMAT TEXT ENVELOPE DEBEZIUM", "0A000", "FORMAT TEXT requires a single column, found 3"),
@@ -192,7 +192,7 @@ def test_a_sink_format_that_cannot_write_its_columns_is_refused(tmp_path, sink, 
 def test_a_sinks_formats_describe_its_key_and_its_rows(tmp_path) -> None:
     with sluice.Session(tmp_path, check_kafka=False) as session:
         session.execute_script(SINK_SETUP + """
-            CREATE SINK k FROM t INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (raw)
+            CREATE SINK k FROM t INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (raw) NOT ENFORCED
               KEY FORMAT BYTES VALUE FORMAT JSON ENVELOPE UPSERT""")
         desc = session.catalog.current.get("k").details
     assert desc.key_format == Bytes((Column("raw", t.BYTEA, True),))

@@ -134,13 +134,15 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
     to diff against what the sink delivered."""
     if catalog.by_id(sink.details.source).kind == kinds.DEAD_LETTER_TABLE:
         raise Unrecordable("a sink from a dead-letter table")
-    envelope = envelope_of(sink, catalog)
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
     # own rows, whose types the recording knows, hold jsonb as text).
     types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
 
     def shape(program: Recording, frame):
-        envelope.prepare()  # recorded: a schema registry's ids are the program's `schema_ids`
+        # Made while recording: a schema registry's ids are the program's `schema_ids`,
+        # and nothing is registered.
+        envelope = envelope_of(sink, catalog)
+        envelope.prepare()
         return envelope.shape(program.typed(frame, types))
 
     runs = SINK_RUNS.format(name=sink.name, topic=sink.details.topic)
