@@ -226,8 +226,9 @@ STREAM_UPSERT = (
 )
 BATCH = "A micro-batch's rows: one per (message, kind it goes to), `__out` naming the kind"
 COMMIT = (
-    "Each micro-batch, what it adds past the store's last commit, written as files (Ingestion._commit),\n"
-    "then published as the next commit with its record: offsets, files, checksums (Store.commit)"
+    "Each micro-batch written as files (Ingestion._commit: one Spark runs again after a restart keeps only\n"
+    "what lies past the store's last commit), then published as the next commit with its record:\n"
+    "offsets, files, checksums (Store.commit)"
 )
 INGESTION = (
     '{name}\'s ingestion: started by the first statement that reads "{name}" continuously, resumed from\n'
