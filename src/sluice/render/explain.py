@@ -186,7 +186,8 @@ class ExplainedStore:
     @classmethod
     def ingested(cls, program: Recording, item: Item, catalog: Catalog) -> ExplainedStore:
         """The source's ingestion, printed: its stream, the function writing a
-        micro-batch's rows as a commit's files, the streaming query (`{name}_ingestion`)."""
+        micro-batch's rows as a commit's files, the function starting the streaming
+        query (`{name}_ingest()`, which the program defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
         stream = stream_messages(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
         upsert = item.details.envelope != "none"
@@ -199,9 +200,8 @@ class ExplainedStore:
             rows = Expr((f"{batch}(batch, int(time.time() * 1000))",))
             body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
         checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
-        started = streaming(stream, Expr((f"{name}_commit",)), item, checkpoint)
-        program.comment(INGESTION.format(name=name))
-        program.statement(started.parts, f"{name}_ingestion")
+        with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
+            body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
         schema = f"{name}_files_schema"
         program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
         program.statement((f"{batch}(", stream, ", 0).schema"), schema)
@@ -231,8 +231,9 @@ COMMIT = (
     "offsets, files, checksums (Store.commit)"
 )
 INGESTION = (
-    '{name}\'s ingestion: started by the first statement that reads "{name}" continuously, resumed from\n'
-    "its checkpoint when a session opens the data directory; a statement reads its committed files"
+    '{name}\'s ingestion, the streaming query: sluice starts it once, at the first statement that reads "{name}"\n'
+    "continuously, and resumes it from its checkpoint when a session opens the data directory; a statement\n"
+    "reads the files it has committed"
 )
 
 
