@@ -16,7 +16,7 @@ if session.catalog.current.get("s") is None:
         f"""
         CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}');
         CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 'in') FORMAT TEXT;
-        CREATE SINK s FROM src INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (text) FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM src INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (text) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
         """
     )
 session.drain_sinks(600)

@@ -1,15 +1,20 @@
 """EXPLAIN PYSPARK prints what sluice runs: its program, run in a real Spark session over
-the embedded broker, gives the rows and the errors the statement gives. Printing it
-starts no Spark and opens no socket (tests/test_planning_isolation.py). The printed text:
-tests/golden/plan/explain_pyspark.test."""
+the embedded broker, gives the rows and the errors the statement gives; for a source
+ingested continuously, the program's own ingestion writes files that read back as the
+source's rows, and its reads of the session's committed files give the statement's
+result. Printing it starts no Spark and opens no socket (tests/test_planning_isolation.py).
+The printed text: tests/golden/plan/explain_pyspark.test."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.render.executor import snapshot_read
+from sluice.render.store import KINDS, Store, stored_collection
 from tests.test_ingest import failure, rows
 
 
@@ -48,7 +53,8 @@ def explained(session, sql: str) -> str:
     return "\n".join(row[0] for row in rows(session, f"EXPLAIN PYSPARK FOR {sql}"))
 
 
-def run(session, text: str) -> dict:
+def run(session, text: str, **given) -> dict:
+    """Runs `text` with `ranges` as a snapshot now reads them, and the variables `given`."""
     from sluice.render.spark import spark
 
     catalog = session.catalog.current
@@ -57,7 +63,7 @@ def run(session, text: str) -> dict:
         item = catalog.get(name)
         if item is not None:
             ranges[name] = [list(r) for r in snapshot_read(catalog, item.id).ranges]
-    variables = {"spark": spark(), "ranges": ranges}
+    variables = {"spark": spark(), "ranges": ranges, **given}
     try:
         exec(compile(text, "<EXPLAIN PYSPARK>", "exec"), variables)
     except Exception as e:  # what a user running the program sees
@@ -144,7 +150,7 @@ def test_a_sink_over_a_view_of_a_table(session) -> None:
         INSERT INTO t VALUES (1, 'ann', '{"x": [1, 2]}'), (2, NULL, NULL);
         CREATE VIEW v AS SELECT id, upper(name) AS n, doc FROM t;
     """)
-    create = "CREATE SINK o FROM v INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (id) FORMAT JSON ENVELOPE UPSERT"
+    create = "CREATE SINK o FROM v INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (id) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT"
     text = explained(session, create)
     session.execute(create)
     catalog = session.catalog.current
@@ -155,3 +161,80 @@ def test_a_sink_over_a_view_of_a_table(session) -> None:
     printed = sorted((bytes(key), bytes(value)) for key, value in run(session, text)["rows"])
     assert printed == sorted((bytes(key), bytes(value)) for key, value in evaluated)
     assert printed[0] == (b'{"id":1}', b'{"id":1,"n":"ANN","doc":{"x":[1,2]}}')
+
+
+def ingested_program(session, sql: str, source: str, *queries: str) -> tuple[str, dict, list]:
+    """EXPLAIN PYSPARK's program for `sql`, then `sql` run and `queries`' rows or errors,
+    then the program run, its reads of `source`'s committed files given the session's
+    (`files`), its stream starting where the source starts (`starts`)."""
+    text = explained(session, sql)
+    assert f"def {source}_ingest():" in text and "files[" in text
+    session.execute(sql)
+    results = []
+    for query in queries:
+        try:
+            results.append(sorted(rows(session, query)))
+        except sluice.SqlError as e:
+            results.append(e.message)
+    item = session.catalog.current.get(source)
+    store = Store(session.data_dir / "streams" / item.id)
+    records = store.inspect().records
+    files = {k: [str(store.root / f["path"]) for r in records for f in r["files"] if f["kind"] == k] for k in KINDS}
+    # Where a stream without a checkpoint starts: the source's start.
+    starts = {str(p): start for p, start, _ in snapshot_read(session.catalog.current, item.id).ranges}
+    return text, run(session, text, files={source: files}, starts={source: starts}), results
+
+
+def ingest(session, ran: dict, source: str, folder: Path) -> None:
+    """The program's ingestion of `source` started afresh in `folder` (the session's
+    stopped: it holds the query's name), stopped once it has read what the topic holds."""
+    item = session.catalog.current.get(source)
+    session._live.running.pop(item.id).stop()
+    ran["stores"] = {source: str(folder)}
+    ingestion = ran[f"{source}_ingest"]()
+    try:
+        ingestion.processAllAvailable()
+    finally:
+        ingestion.stop()
+
+
+def written_collection(session, ran: dict, source: str, folder: Path):
+    """The collection the program's own ingestion wrote, read by the store's reader."""
+    schema = ran[f"{source}_files_schema"]
+    written = {k: [str(p) for p in folder.glob(f"batch-*/out/__out={k}/*.parquet")] for k in KINDS}
+    item = session.catalog.current.get(source)
+    return stored_collection(item, lambda kind: ran["spark"].read.schema(schema).parquet(*written[kind]))
+
+
+def test_a_materialized_view_over_a_source_with_a_dead_letter_table(session, kafka) -> None:
+    kafka.create_topic("names", 1)
+    produce(kafka.bootstrap, "names", [(None, b"ann"), (None, b"\xff"), (None, b"bo"), (None, b"\xfe")], partition=0)
+    session.execute(
+        "CREATE SOURCE names FROM KAFKA CONNECTION kafka (TOPIC 'names') FORMAT TEXT WITH (REDIRECT ERRORS = dlq)"
+    )
+    create = "CREATE MATERIALIZED VIEW mv AS SELECT upper(text) AS t FROM names"
+    _, ran, (view, dead) = ingested_program(session, create, "names", "SELECT * FROM mv", 'SELECT error, "offset" FROM dlq')
+    assert "raised" not in ran
+    assert sorted(ran["rows"]) == view == [("ANN",), ("BO",)]
+    assert sorted(offset for _, offset in dead) == [1, 3]
+
+
+@pytest.mark.long  # three upsert streams (transformWithState) start: ~25 s
+def test_a_materialized_view_over_an_upsert_source(session, kafka, tmp_path) -> None:
+    """Also the program's own ingestion: the files it writes read back as the source's
+    rows and errors."""
+    session.execute(
+        "CREATE SOURCE updates FROM KAFKA CONNECTION kafka (TOPIC 'updates') KEY FORMAT TEXT VALUE FORMAT JSON ENVELOPE UPSERT"
+    )
+    create = "CREATE MATERIALIZED VIEW mv AS SELECT key, data::text AS d FROM updates"
+    text, ran, (error, oks) = ingested_program(
+        session, create, "updates", "SELECT * FROM mv", "SELECT key, data::text FROM IGNORE ERRORS updates"
+    )
+    assert ".join(" in text and '"left_anti"' in text and "transformWithState(UpsertState(" in text
+    # The job fails on the first error of a guard read in it (Spark's message around it).
+    assert f"sluice guard failed: run 0: {error}" in str(ran["raised"])
+    assert error.startswith("Envelope error: Upsert: Value error: Failed to decode JSON")
+    ingest(session, ran, "updates", tmp_path)
+    written = written_collection(session, ran, "updates", tmp_path)
+    assert sorted((r.key, r.data.toJson()) for r in written.oks.collect()) == oks == [("k1", '{"v":2}')]
+    assert [r.message for r in written.errs.collect()] == [error]

@@ -31,7 +31,7 @@ def test_table_changes_become_upserts_and_tombstones(session, kafka) -> None:
         """
         CREATE TABLE t (a int, b text);
         INSERT INTO t VALUES (1, 'x'), (2, 'y');
-        CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
         """
     )
     session.drain_sinks(DRAIN_SECONDS)
@@ -101,7 +101,7 @@ def test_evaluation_error_in_a_view_stalls_until_its_row_is_deleted(session, kaf
         CREATE TABLE t (a int);
         INSERT INTO t VALUES (1), (0);
         CREATE VIEW v AS SELECT a, 10 / a AS q FROM t;
-        CREATE SINK s FROM v INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) FORMAT JSON ENVELOPE UPSERT;
+        CREATE SINK s FROM v INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
         """
     )
     session.drain_sinks(DRAIN_SECONDS)
@@ -140,7 +140,7 @@ def test_avro_registers_its_schemas_and_frames_with_their_ids(session, kafka) ->
             CREATE CONNECTION csr TO CONFLUENT SCHEMA REGISTRY (URL '{registry.url}');
             CREATE TABLE t (a int NOT NULL, b text);
             INSERT INTO t VALUES (1, 'x'), (2, NULL);
-            CREATE SINK up FROM t INTO KAFKA CONNECTION kafka (TOPIC 'up') KEY (a)
+            CREATE SINK up FROM t INTO KAFKA CONNECTION kafka (TOPIC 'up') KEY (a) NOT ENFORCED
               FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr ENVELOPE UPSERT;
             CREATE SINK dbz FROM t INTO KAFKA CONNECTION kafka (TOPIC 'dbz')
               FORMAT AVRO USING CONFLUENT SCHEMA REGISTRY CONNECTION csr ENVELOPE DEBEZIUM;

@@ -171,10 +171,10 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
     not rendered from this plan alone."""
     inner = statement.statement
     if isinstance(inner, ast.Select):
-        return _pyspark(PysparkPlan(catalog, query=plan_query(inner.body, catalog), span=statement.span))
+        return PysparkPlan(catalog, query=plan_query(inner.body, catalog), span=statement.span)
     if isinstance(inner, ast.Subscribe):
         query = _subscribe_query(inner, catalog)
-        return _pyspark(PysparkPlan(catalog, query=query, span=statement.span, ingests=True))
+        return PysparkPlan(catalog, query=query, span=statement.span, ingests=True)
     if not isinstance(inner, (ast.CreateSource, ast.CreateView, ast.CreateSink)):
         words = inner.to_sql().split()
         what = " ".join(words[:2] if words[0] == "CREATE" else words[:1])
@@ -185,21 +185,10 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
     staged = catalog.with_items(created.items)
     item = created.items[0]
     if item.kind == kinds.SOURCE:
-        return _pyspark(PysparkPlan(staged, item=item, span=statement.span))
+        return PysparkPlan(staged, item=item, span=statement.span)
     if item.kind == kinds.SINK:
-        if any(f is not None and f.registry is not None for f in (item.details.key_format, item.details.value_format)):
-            # Its program's schema ids are those registering the sink's schemas gives.
-            raise FeatureNotSupported(
-                "EXPLAIN PYSPARK FOR CREATE SINK with a schema registry is not supported yet", span=statement.span
-            )
-        query = sink_query(item, staged)
-        return _pyspark(PysparkPlan(staged, query=query, item=item, span=statement.span, ingests=True))
-    return _pyspark(PysparkPlan(staged, query=relation_read(item, None, staged).query, item=item, span=statement.span))
-
-
-def _pyspark(planned: PysparkPlan) -> PysparkPlan:
-    planned.refuse_continuous()
-    return planned
+        return PysparkPlan(staged, query=sink_query(item, staged), item=item, span=statement.span, ingests=True)
+    return PysparkPlan(staged, query=relation_read(item, None, staged).query, item=item, span=statement.span)
 
 
 def _explained_timeline(item, catalog: Catalog):

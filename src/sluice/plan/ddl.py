@@ -9,6 +9,7 @@ from sluice.catalog.timeline import EPOCH_MS
 from sluice.catalog.types import Column, SqlType, unique_columns
 from sluice.errors import (
     DependentObjectsStillExist,
+    DuplicateColumn,
     FeatureNotSupported,
     InvalidParameterValue,
     UndefinedColumn,
@@ -16,6 +17,7 @@ from sluice.errors import (
     WrongObjectType,
 )
 from sluice.plan.formats import sink_format
+from sluice.plan.keys import known_keys
 from sluice.plan.names import check_column_names, ensure_free, item_name, resolve, unknown_item
 from sluice.plan.plans import DropPlan, NoticePlan
 from sluice.plan.queries import plan_query
@@ -133,40 +135,36 @@ def plan_create_view(statement: ast.CreateView, catalog: Catalog) -> Item:
 
 
 def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
+    """Materialize's checks in its order: the envelope, the KEY, then the connection,
+    the topic and its options, the formats."""
     name = item_name(statement.name)
     ensure_free(catalog, name, statement.name.span)
     relation = resolve(catalog, statement.from_, *kinds.RELATIONS)
     connection = resolve(catalog, statement.connection, kinds.CONNECTION)
+    if relation.kind == kinds.DEAD_LETTER_TABLE:
+        _check_dead_letter_sink(statement, relation)
+        envelope = "dead-letter"
+    else:
+        envelope = _sink_envelope(statement)
+        _check_sink_key(statement, relation, envelope, catalog)
     if connection.details.connection_type != kinds.KAFKA:
         raise InvalidParameterValue(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )
     topic = next((o for o in statement.kafka_options if o.name == "TOPIC"), None)
     if topic is None:
-        raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
+        raise InvalidParameterValue("KAFKA CONNECTION must specify TOPIC", span=statement.span)
     partition_count = None
     for option in statement.kafka_options:
         if option.name == "TOPIC PARTITION COUNT":
             partition_count = int(option.value.text)
-            if partition_count < 1 and partition_count != -1:  # -1: the broker's default, as in Materialize
-                raise InvalidParameterValue(
-                    f"invalid TOPIC PARTITION COUNT: must be greater than zero or -1, got {partition_count}",
-                    span=option.value.span,
-                )
+            if partition_count < 1 and partition_count != -1:  # -1: the broker's default
+                raise InvalidParameterValue(PARTITION_COUNT, span=option.value.span)
         elif option.name != "TOPIC":
             raise InvalidParameterValue(f"{option.name} is not allowed on a sink", span=option.span)
-    for ident in statement.key:
-        if relation.column(ident.value) is None:
-            raise UndefinedColumn(
-                f'column "{ident.value}" does not exist in "{relation.name}"', span=ident.span
-            )
     single_timeline(catalog, [relation.id], statement.span)
-    if relation.kind == kinds.DEAD_LETTER_TABLE:
-        _check_dead_letter_sink(statement, relation)
-        value_format = key_format = None
-        envelope = "dead-letter"
-    else:
-        envelope = _sink_envelope(statement)
+    value_format = key_format = None
+    if envelope != "dead-letter":
         spec = statement.format
         key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
         value_format = sink_format(value_ast, relation.columns, catalog)
@@ -226,14 +224,53 @@ def _sink_envelope(statement: ast.CreateSink) -> str:
             span=statement.span,
         )
     if statement.envelope is None:
+        raise InvalidParameterValue("ENVELOPE clause is required", span=statement.format.span)
+    return "upsert" if isinstance(statement.envelope, ast.EnvelopeUpsert) else "debezium"
+
+
+# Materialize's texts (its plan/statement/ddl.rs and plan/error.rs), in its order of checks.
+PARTITION_COUNT = "PARTION COUNT for sink topics must be a positive integer or -1 for broker default"
+KEY_SELECTION = "See: https://materialize.com/s/sink-key-selection"
+
+
+def _check_sink_key(statement: ast.CreateSink, relation: Item, envelope: str, catalog: Catalog) -> None:
+    """KEY names distinct columns of the relation; an upsert sink's is a key known to be
+    unique (`plan.keys`) unless NOT ENFORCED, and an upsert sink has one."""
+    seen = set()
+    for ident in statement.key:
+        if ident.value in seen:
+            raise DuplicateColumn(f"Repeated column name in sink key: {ident.value}", span=ident.span)
+        seen.add(ident.value)
+    for ident in statement.key:
+        if relation.column(ident.value) is None:
+            raise UndefinedColumn(f"No such column: {ident.value}", span=ident.span)
+    if envelope != "upsert":
+        return
+    if not statement.key:
         raise InvalidParameterValue(
-            "CREATE SINK requires ENVELOPE UPSERT or ENVELOPE DEBEZIUM", span=statement.format.span
+            "upsert sinks must specify a key", span=statement.envelope.span, hint=KEY_SELECTION
         )
-    if isinstance(statement.envelope, ast.EnvelopeUpsert):
-        if not statement.key:
-            raise InvalidParameterValue("ENVELOPE UPSERT sinks require a KEY", span=statement.envelope.span)
-        return "upsert"
-    return "debezium"
+    keys = known_keys(relation, catalog)
+    if statement.key_not_enforced or any(set(key) <= seen for key in keys):
+        return
+    known = (
+        "The following keys are known to be unique for the underlying relation:\n"
+        + "\n".join("  (" + ", ".join(_quoted(c) for c in key) + ")" for key in keys)
+        if keys
+        else "There are no known valid unique keys for the underlying relation."
+    )
+    desired = ", ".join(_quoted(i.value) for i in statement.key)
+    raise InvalidParameterValue(
+        "upsert key could not be validated as unique",
+        span=statement.key[0].span,
+        detail=f"Materialize could not prove that the specified upsert envelope key ({desired}) "
+        f"was a unique key of the underlying relation {_quoted(relation.name)}. {known}",
+        hint=KEY_SELECTION,
+    )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:

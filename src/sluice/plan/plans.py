@@ -8,7 +8,6 @@ from typing import Any
 from sluice.catalog.items import Item
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
-from sluice.errors import FeatureNotSupported
 
 
 @dataclass(frozen=True)
@@ -99,21 +98,15 @@ class PysparkPlan:
     status: str = "EXPLAIN"
     ingests: bool = False
 
-    def refuse_continuous(self, ingested: frozenset[str] = frozenset()) -> None:
-        """A source ingested continuously (so by the catalog, by the statement, or
-        `ingested` now) is read from its committed batches, a program EXPLAIN PYSPARK
-        does not print yet."""
+    def continuous(self, ingested: frozenset[str] = frozenset()) -> list[str]:
+        """The sources the program reads from their committed batches, being ingested
+        continuously: by the catalog's say, by the statement's (`ingests`), or `ingested`
+        already (ids)."""
         catalog = self.catalog
         reads = [r.item_id for r in self.query.reads] if self.query is not None else [self.item.id]
         sources = catalog.upstream_sources(reads)
         continuous = set(sources) if self.ingests else catalog.continuous_sources() | ingested
-        for source_id in sources:
-            if source_id in continuous:
-                name = catalog.by_id(source_id).name
-                raise FeatureNotSupported(
-                    f'EXPLAIN PYSPARK over the continuously ingested source "{name}" is not supported yet',
-                    span=self.span,
-                )
+        return [s for s in sources if s in continuous]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,15 @@
 """EXPLAIN PYSPARK: the program the renderer runs for a query, a source or a sink, as Python.
 
 The renderer itself is run under a `pyspark_code.recording()`, so the program is its own
-calls; only the offsets a snapshot reads, fixed from the topic's watermarks when a query
-starts, are left as the variable `ranges` (per source name, `[[partition, start, end], …]`).
+calls. What is fixed only when it runs is left as variables, per source name: `ranges`,
+the offsets a snapshot reads (`[[partition, start, end], …]`, from the topic's watermarks
+when a query starts); for a source ingested continuously, `stores` (its folder),
+`starts` (where its stream starts) and `files` (per kind, the files of the commits a
+statement reads); and `schema_ids`, the ids a sink's schemas get from its registry.
+
+A continuously ingested source is printed as its ingestion — the streaming query, the
+function writing each micro-batch's files — and the reads of its committed files, the
+same functions the ingestion and the store run. Printing starts and writes nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
-from sluice.render.pyspark_code import Expr, Recording, Unrecordable, recording
+from sluice.render.ingest import batch_rows, stream_messages, streaming, write_batch
+from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordable, recording
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
-from sluice.render.source import SourceRead, render_source
+from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
+from sluice.render.store import stored_collection
 from sluice.tables import TableStore
 
 PREAMBLE = (
@@ -28,7 +37,15 @@ PREAMBLE = (
     "from pyspark.sql.types import *",
     "from pyspark.sql.window import Window",
 )
-RANGES = "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts"
+# What the program's variables hold, said where it uses them.
+VARIABLES = {
+    "ranges[": "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
+    "stores[": "# stores[source]: its folder under <data dir>/streams; starts[source]: {\"partition\": offset}, where its\n"
+    "#   stream starts reading (where its last commit ended, or where the source starts)",
+    "files[": "# files[source][kind]: the files of that kind of the commits a statement reads, once the ingestion\n"
+    "#   has committed every offset its topic held when the statement started",
+    "schema_ids[": "# schema_ids[subject]: the id the schema registry gives the sink's schema registered under it",
+}
 
 
 DECODED = "its messages, decoded, each with its error or NULL"
@@ -36,7 +53,8 @@ DECODED = "its messages, decoded, each with its error or NULL"
 MATERIALIZED_VIEW_RUNS = "A query over the materialized view runs this as its part."
 SUBSCRIBE_RUNS = "SUBSCRIBE runs this at its start and again whenever a table it reads is written,\nand emits the difference from the rows before."
 SINK_RUNS = (
-    'The sink "{name}" runs this at its start and again whenever a table its relation reads is written;\n'
+    'The sink "{name}" runs this at its start and again whenever a source its relation reads commits\n'
+    "or a table it reads is written;\n"
     "the driver diffs the (identity, payload) pairs with those delivered and writes the changes to\n"
     'the topic "{topic}" in one Kafka transaction with a progress record (sluice.render.sink.SinkJob).'
 )
@@ -56,28 +74,36 @@ class ExplainedRead(SourceRead):
 
 
 def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: frozenset[str]) -> list[str]:
-    """The program of EXPLAIN PYSPARK, refused over a source ingested continuously
-    (`ingested` now): that is read from its committed batches."""
-    planned.refuse_continuous(ingested)
+    """The program of EXPLAIN PYSPARK; a source ingested continuously (by the plan's say,
+    or `ingested` now) is read from its committed batches."""
     item, catalog = planned.item, planned.catalog
+    continuous = planned.continuous(ingested)
     try:
         if planned.query is None:
-            return source_program(item, catalog)
+            return source_program(item, catalog, bool(continuous))
         if item is not None and item.kind == kinds.SINK:
-            return sink_program(item, planned.query, catalog, tables)
-        return query_program(planned.query, catalog, tables, _runs(planned))
+            return sink_program(item, planned.query, catalog, tables, continuous)
+        return query_program(planned.query, catalog, tables, continuous, _runs(planned))
     except Unrecordable as e:
         raise FeatureNotSupported(f"EXPLAIN PYSPARK does not print a program with {e} yet", span=planned.span) from None
 
 
-def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore, runs: str | None = None, shape=None) -> list[str]:
-    """What a SELECT runs: each source read and split into oks and errs, the relations
-    as temporary views, the query (its rows projected by `shape`, given its frame), the
+def query_program(
+    plan: QueryPlan, catalog: Catalog, tables: TableStore, continuous=(), runs: str | None = None, shape=None
+) -> list[str]:
+    """What a SELECT runs: each source read and split into oks and errs (a source in
+    `continuous`: its ingestion, then its committed files read), the relations as
+    temporary views, the query (its rows projected by `shape`, given its frame), the
     guard that fails it on an error, its collection. `runs` says when it runs, if not
     once."""
     with recording() as program:
+        stored = {s: ExplainedStore.ingested(program, catalog.by_id(s), catalog) for s in continuous}
         queries = QueryRenderer(
-            program.spark, catalog, lambda item_id: ExplainedRead((), name=catalog.by_id(item_id).name), tables
+            program.spark,
+            catalog,
+            lambda item_id: ExplainedRead((), name=catalog.by_id(item_id).name),
+            tables,
+            stored=stored,
         )
         frame, guards, width = queries.prepare(plan, shape and (lambda frame: shape(program, frame)))
         for read in _reads(plan):
@@ -85,6 +111,9 @@ def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore, runs: s
             _name_views(program, relation_view(read), item, read.errors)
         for item_id, collection in queries.collections.items():
             name = catalog.by_id(item_id).name
+            if item_id in stored:
+                stored[item_id].name(program, collection)
+                continue
             program.name(collection.base, f"{name}_messages", f"{name}: {DECODED}")
             program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs)")
         hidden = len(frame.columns) - width
@@ -99,20 +128,25 @@ def query_program(plan: QueryPlan, catalog: Catalog, tables: TableStore, runs: s
     return _program(program, runs)
 
 
-def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableStore) -> list[str]:
+def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableStore, continuous=()) -> list[str]:
     """What a sink's job runs at each change of its relation: the relation's query, each
     row encoded on the executors into its identity and payload, collected for the driver
     to diff against what the sink delivered."""
-    envelope = envelope_of(sink, catalog)
-    envelope.prepare()  # no schema registry (refused in planning): nothing registered
+    if catalog.by_id(sink.details.source).kind == kinds.DEAD_LETTER_TABLE:
+        raise Unrecordable("a sink from a dead-letter table")
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
     # own rows, whose types the recording knows, hold jsonb as text).
     types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
 
     def shape(program: Recording, frame):
+        # Made while recording: a schema registry's ids are the program's `schema_ids`,
+        # and nothing is registered.
+        envelope = envelope_of(sink, catalog)
+        envelope.prepare()
         return envelope.shape(program.typed(frame, types))
 
-    return query_program(plan, catalog, tables, SINK_RUNS.format(name=sink.name, topic=sink.details.topic), shape)
+    runs = SINK_RUNS.format(name=sink.name, topic=sink.details.topic)
+    return query_program(plan, catalog, tables, continuous, runs, shape)
 
 
 def _runs(planned: PysparkPlan) -> str | None:
@@ -123,15 +157,91 @@ def _runs(planned: PysparkPlan) -> str | None:
     return None
 
 
-def source_program(item: Item, catalog: Catalog) -> list[str]:
-    """What a source is read as: its oks and its errs."""
+def source_program(item: Item, catalog: Catalog, continuous: bool = False) -> list[str]:
+    """What a source is read as: its oks and its errs (ingested continuously: its
+    ingestion, then its committed files read)."""
     with recording() as program:
-        collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
-        program.name(collection.base, f"{item.name}_messages", DECODED[:1].upper() + DECODED[1:])
+        if continuous:
+            store = ExplainedStore.ingested(program, item, catalog)
+            collection = store.collection(program.spark, item)
+            if item.details.dead_letter_table is not None:
+                program.bind(collection.dead_letters, f"{item.name}_dead_letters", "Its dead-letter rows")
+        else:
+            collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
+            program.name(collection.base, f"{item.name}_messages", DECODED[:1].upper() + DECODED[1:])
         program.bind(collection.oks, f"{item.name}_oks", "Its rows (oks)")
         errs = "Its errors (errs): a query over the source fails with the first"
         program.bind(collection.errs, f"{item.name}_errs", errs)
     return _program(program)
+
+
+@dataclass(frozen=True)
+class ExplainedStore:
+    """A continuously ingested source in a program: its committed files, read as the store
+    reads them (`files[name][kind]`), in the schema its ingestion writes them in."""
+
+    item: Item
+    schema: Typed  # of the committed files
+
+    @classmethod
+    def ingested(cls, program: Recording, item: Item, catalog: Catalog) -> ExplainedStore:
+        """The source's ingestion, printed: its stream, the function writing a
+        micro-batch's rows as a commit's files, the function starting the streaming
+        query (`{name}_ingest()`, which the program defines and does not call)."""
+        name, quoted = item.name, _quoted(item.name)
+        stream = stream_messages(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
+        upsert = item.details.envelope != "none"
+        program.bind(stream, f"{name}_stream", f"{name}: {STREAM_UPSERT if upsert else STREAM}")
+        batch = f"{name}_batch"
+        with program.function(batch, "messages", "ingested_ms", comment=BATCH) as body:
+            body.returns(batch_rows(Frame(body, ("messages",), dict(stream.fields)), item, Expr(("ingested_ms",))))
+        program.imports.add("import time")
+        with program.function(f"{name}_commit", "batch", "n", comment=COMMIT) as body:
+            rows = Expr((f"{batch}(batch, int(time.time() * 1000))",))
+            body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
+        checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
+        with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
+            body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
+        schema = f"{name}_files_schema"
+        program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
+        program.statement((f"{batch}(", stream, ", 0).schema"), schema)
+        return cls(item, Typed((schema,), _batch_fields(item)))
+
+    def collection(self, spark, item: Item) -> Collection:
+        schema, quoted = self.schema, _quoted(item.name)
+        return stored_collection(
+            item, lambda kind: spark.read.schema(schema).parquet(Expr((f"*files[{quoted}][{_quoted(kind)}]",)))
+        )
+
+    def name(self, program: Recording, collection: Collection) -> None:
+        name = self.item.name
+        program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs), from its committed files")
+
+
+STREAM = "its ingestion's stream: its messages, decoded, each with its error or NULL"
+STREAM_UPSERT = (
+    "its ingestion's stream: its messages, decoded, through the upsert state (per key, the winning\n"
+    "message's partition and offset), which emits the message leaving the state (−1), the one\n"
+    "entering it (+1) and every error message"
+)
+BATCH = "A micro-batch's rows: one per (message, kind it goes to), `__out` naming the kind"
+COMMIT = (
+    "Each micro-batch written as files (Ingestion._commit: one Spark runs again after a restart keeps only\n"
+    "what lies past the store's last commit), then published as the next commit with its record:\n"
+    "offsets, files, checksums (Store.commit)"
+)
+INGESTION = (
+    '{name}\'s ingestion, the streaming query: sluice starts it once, at the first statement that reads "{name}"\n'
+    "continuously, and resumes it from its checkpoint when a session opens the data directory; a statement\n"
+    "reads the files it has committed"
+)
+
+
+def _batch_fields(item: Item) -> dict:
+    """The columns of a commit's files, as `batch_rows` makes them."""
+    headers = ("headers",) if item.details.dead_letter_table is not None else ()
+    err = dict.fromkeys((*ERRS_COLUMNS, *headers, "mz_timestamp"))
+    return {"__out": None, "row": dict.fromkeys(c.name for c in item.columns), "err": err, "__p": None, "__o": None, "__seen": None}
 
 
 def _reads(plan: QueryPlan):
@@ -165,7 +275,8 @@ def _checked_text(guards) -> str:
 
 def _program(program: Recording, runs: str | None = None) -> list[str]:
     lines = program.lines()
-    reads = [RANGES] if any("ranges[" in line for line in lines) else []
+    reads = [said for variable, said in VARIABLES.items() if any(variable in line for line in lines)]
+    reads = [line for said in reads for line in said.split("\n")]
     said = [f"# {line}" for line in runs.split("\n")] if runs is not None else []
     return [*sorted(program.imports), *PREAMBLE, *reads, *said, *lines]
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
@@ -37,6 +36,7 @@ from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.reader import NAME
 from sluice.render.compaction import Compactor
 from sluice.render.failures import failure_reason
+from sluice.render.pyspark_code import F, with_fields
 from sluice.render.source import (
     SourceRead,
     reader_options,
@@ -54,16 +54,16 @@ TRIGGER = "100 milliseconds"
 SUPERVISE_SECONDS = 0.5
 
 
+@dataclass(eq=False)
 class UpsertState(StatefulProcessor):
     """Per upsert key (its raw bytes): the winning message's (partition, offset).
 
     Out, per key and micro-batch: every error message (`__log`, for the dead-letter table
     and the tolerance count), the old winner leaving the state (`__diff` −1, identity only)
     and the new one entering it (+1; a tombstone enters nothing), and on the first row the
-    number of messages the key had (`__seen`)."""
+    number of messages the key had (`__seen`). `columns`: those of the messages in."""
 
-    def __init__(self, columns: list[str]) -> None:
-        self.columns = columns
+    columns: list[str]
 
     def init(self, handle) -> None:
         self.winner = handle.getValueState("winner", "partition int, offset long")
@@ -105,20 +105,86 @@ def _upsert_changes(messages: DataFrame) -> DataFrame:
     carried = [c for c in messages.columns if c not in _DECIDING]
     packed_type = messages.select(*carried).schema
     narrow = messages.select(*_DECIDING, F.to_json(F.struct(*carried)).alias("__packed"))
-    schema = StructType(
-        narrow.schema.fields
-        + [
-            StructField("__diff", IntegerType()),
-            StructField("__log", BooleanType()),
-            StructField("__seen", LongType()),
-        ]
+    schema = with_fields(
+        narrow.schema,
+        [StructField("__diff", IntegerType()), StructField("__log", BooleanType()), StructField("__seen", LongType())],
     )
-    changes = narrow.groupBy("__ukey").transformWithState(
-        UpsertState(narrow.columns), schema, "Append", "None"
-    )
+    changes = narrow.groupBy("__ukey").transformWithState(UpsertState(narrow.columns), schema, "Append", "None")
     unpacked = F.from_json("__packed", packed_type)
     return changes.select(
         *(c for c in changes.columns if c != "__packed"), *(unpacked[c].alias(c) for c in carried)
+    )
+
+
+def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
+    """The source's messages as its stream reads them from `start_offsets` (the reader's
+    option: `{"partition": offset}` as JSON), decoded; an upsert source's through its
+    state (`UpsertState`)."""
+    desc = item.details
+    raw = (
+        spark.readStream.format(NAME)
+        .options(**reader_options(desc, catalog))
+        .option("retry", retry_policy(item).to_json())
+        .option("start_offsets", start_offsets)
+        .load()
+    )
+    messages = source_messages(with_decode_errors(raw, desc), desc)
+    if desc.envelope != "none":
+        messages = _upsert_changes(messages.select(*state_columns(messages, desc)))
+    return messages
+
+
+def batch_rows(messages: DataFrame, item: Item, ingested_ms) -> DataFrame:
+    """One row per (message, kind it goes to): the rows of a commit's files, `__out`
+    naming the kind (see `store`)."""
+    desc = item.details
+    redirected = desc.dead_letter_table is not None
+    parts = source_parts(messages, desc, item)
+    error_kind = "dlq" if redirected else "errs"
+    if desc.envelope == "none":
+        kinds = [
+            F.when(parts.ok, F.lit("oks")),
+            F.when(parts.failed, F.lit(error_kind)),
+            F.when(parts.skipped, F.lit("skip")),
+        ]
+    else:
+        diff, log = F.col("__diff"), F.col("__log")
+        kinds = [
+            F.when((diff == 1) & parts.ok, F.lit("oks")),
+            F.when((diff == 1) & parts.failed & F.lit(not redirected), F.lit("errs")),
+            F.when(diff == -1, F.lit("retract")),
+            F.when(log, F.lit("dlq" if redirected else "log")),
+            F.when(F.col("__seen") > 0, F.lit("seen")),
+        ]
+    seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
+    # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
+    # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
+    headers = [F.col("headers")] if redirected else []
+    return messages.select(
+        F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
+        F.struct(*parts.oks).alias("row"),
+        F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+        F.col("partition").alias("__p"),
+        F.col("offset").alias("__o"),
+        seen.alias("__seen"),
+    )
+
+
+def write_batch(rows: DataFrame, path):
+    """A micro-batch's `batch_rows`, written as Parquet under `path`, a folder per kind
+    (recorded: the expression that writes them)."""
+    return rows.write.partitionBy("__out").parquet(path)
+
+
+def streaming(messages: DataFrame, commit, item: Item, checkpoint):
+    """The source's streaming query, `commit(batch, n)` called with each micro-batch: started
+    (a `StreamingQuery`), or, recorded, the expression that starts it."""
+    return (
+        messages.writeStream.foreachBatch(commit)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=TRIGGER)
+        .queryName(f"sluice-source-{item.name}-{item.id}")
+        .start()
     )
 
 
@@ -170,59 +236,11 @@ class Ingestion:
             desc.envelope != "none",
             lambda: dict(read.lows),
         )
-        raw = (
-            self.spark.readStream.format(NAME)
-            .options(**reader_options(desc, self.catalog))
-            .option("retry", retry_policy(self.item).to_json())
-            .option("start_offsets", json.dumps({str(p): start for p, start in starts.items()}))
-            .load()
-        )
-        messages = source_messages(with_decode_errors(raw, desc), desc)
-        if desc.envelope != "none":
-            messages = _upsert_changes(messages.select(*state_columns(messages, desc)))
-        self.store.save_schema(self._out(messages, 0).schema)
+        start_offsets = json.dumps({str(p): start for p, start in starts.items()})
+        messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
+        self.store.save_schema(batch_rows(messages, self.item, 0).schema)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
-        self.query = (
-            messages.writeStream.foreachBatch(self._commit)
-            .option("checkpointLocation", str(self.store.checkpoint))
-            .trigger(processingTime=TRIGGER)
-            .queryName(f"sluice-source-{self.item.name}-{self.item.id}")
-            .start()
-        )
-
-    def _out(self, messages: DataFrame, ingested_ms: int) -> DataFrame:
-        """One row per (message, kind it goes to): the batch files' rows."""
-        desc = self.desc
-        redirected = desc.dead_letter_table is not None
-        parts = source_parts(messages, desc, self.item)
-        error_kind = "dlq" if redirected else "errs"
-        if desc.envelope == "none":
-            kinds = [
-                F.when(parts.ok, F.lit("oks")),
-                F.when(parts.failed, F.lit(error_kind)),
-                F.when(parts.skipped, F.lit("skip")),
-            ]
-        else:
-            diff, log = F.col("__diff"), F.col("__log")
-            kinds = [
-                F.when((diff == 1) & parts.ok, F.lit("oks")),
-                F.when((diff == 1) & parts.failed & F.lit(not redirected), F.lit("errs")),
-                F.when(diff == -1, F.lit("retract")),
-                F.when(log, F.lit("dlq" if redirected else "log")),
-                F.when(F.col("__seen") > 0, F.lit("seen")),
-            ]
-        seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
-        # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
-        # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
-        headers = [F.col("headers")] if redirected else []
-        return messages.select(
-            F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
-            F.struct(*parts.oks).alias("row"),
-            F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
-            F.col("partition").alias("__p"),
-            F.col("offset").alias("__o"),
-            seen.alias("__seen"),
-        )
+        self.query = streaming(messages, self._commit, self.item, str(self.store.checkpoint))
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
@@ -240,7 +258,7 @@ class Ingestion:
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
-        self._out(batch, ingested_ms).write.partitionBy("__out").parquet(str(written))
+        write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
         self.store.commit(
             written,
             batch=n,

@@ -28,13 +28,15 @@ from contextlib import contextmanager
 import pyarrow as pa
 import sqlglot
 from pyspark.sql import functions as _functions
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 from pyspark.sql.window import Window as _Window
 
 from sluice.errors import SqlError
 from sluice.kafka.reader import Options
 
 _RAW = object()  # the target of a statement of raw lines
+_RETURN = object()  # the target of a function's `return` statement
+_SCHEMA = object()  # a reader's schema, among its options
 _PLACEHOLDER = "\x00{}\x00"  # an expression's value in a message
 _RECORDING: contextvars.ContextVar[Recording | None] = contextvars.ContextVar("recording", default=None)
 
@@ -142,6 +144,14 @@ class Frame(Expr):
     def schema(self) -> _Schema:
         return _Schema(self)
 
+    @property
+    def write(self) -> Expr:
+        return Expr((self, ".write"))
+
+    @property
+    def writeStream(self) -> Expr:
+        return Expr((self, ".writeStream"))
+
     def __getattr__(self, attr: str):
         if attr.startswith("__"):
             raise AttributeError(attr)
@@ -154,11 +164,12 @@ class Frame(Expr):
         return Frame(self.recording, parts, fields)
 
 
-class _Schema:
-    """`frame.schema`: its fields. A type the recording does not know is written as the
-    frame's own, `frame.schema["name"].dataType`."""
+class _Schema(Expr):
+    """`frame.schema`: its fields; as an argument, the frame's schema. A type the recording
+    does not know is written as the frame's own, `frame.schema["name"].dataType`."""
 
     def __init__(self, frame: Frame) -> None:
+        super().__init__((frame, ".schema"))
         self.frame = frame
 
     def __getitem__(self, name: str) -> _Field:
@@ -213,7 +224,32 @@ class _Method:
             return frame.derived(parts, {n: t for n, t in fields.items() if n not in args})
         if method == "toDF":
             return frame.derived(parts, dict(zip(args, fields.values(), strict=True)))
+        if method == "join":
+            return frame.derived(parts, _joined(fields, *args, **kwargs))
+        if method == "groupBy":
+            return _Grouped(frame, parts)
         raise Unrecordable(f"DataFrame.{method}")
+
+
+def _joined(fields: dict, other: Frame, on=None, how: str = "inner") -> dict:
+    """The columns of a join: a semi or anti join's are its left side's; else the left
+    side's, then those of the right side not joined on by name."""
+    if how in ("left_anti", "leftanti", "anti", "left_semi", "leftsemi", "semi"):
+        return fields
+    using = [on] if isinstance(on, str) else list(on) if isinstance(on, (list, tuple)) else []
+    return {**fields, **{n: t for n, t in other.fields.items() if n not in using}}
+
+
+class _Grouped(Expr):
+    """`frame.groupBy(…)`: what a grouped frame gives, of those calls rendering makes."""
+
+    def __init__(self, frame: Frame, parts: tuple) -> None:
+        super().__init__(parts)
+        self.frame = frame
+
+    def transformWithState(self, processor, schema, *args) -> Frame:
+        parts = self.parts + _call("transformWithState", (processor, schema, *args), {})
+        return self.frame.derived(parts, dict(schema.fields))
 
 
 def _selected(fields: dict, columns: tuple) -> dict:
@@ -235,6 +271,8 @@ def _star(fields: dict, star: str) -> dict:
     if star == "*":
         return fields
     struct = fields[star.removesuffix(".*")]
+    if isinstance(struct, dict):  # a struct a recording describes by its fields
+        return struct
     return {f.name: f.dataType for f in struct.fields}
 
 
@@ -263,8 +301,14 @@ class _Reader(Expr):
         shown = {k: _redacted(k, v) for k, v in options.items()}
         return self._with(options, _call("options", (), shown))
 
+    def schema(self, schema: Typed) -> _Reader:
+        return self._with({_SCHEMA: schema}, _call("schema", (schema,), {}))
+
     def _with(self, options: dict, parts: tuple) -> _Reader:
         return _Reader(self.recording, self.parts + parts, {**self.given, **options})
+
+    def parquet(self, *paths) -> Frame:
+        return Frame(self.recording, self.parts + _call("parquet", paths, {}), dict(self.given[_SCHEMA].fields))
 
     def load(self) -> Frame:
         given = {k: v for k, v in self.given.items() if isinstance(v, str)}
@@ -298,6 +342,23 @@ class _Session(Expr):
             data = Expr(("pa.Table.from_pylist",) + _arguments((data.to_pylist(),), {"schema": arrow_schema}))
         parts = ("spark.createDataFrame",) + _arguments((data, schema), {})
         return Frame(self.recording, parts, {f.name: f.dataType for f in schema})
+
+
+class Typed(Expr):
+    """An expression giving a schema whose `fields` the recording knows (name → Spark
+    type or None; a struct's type may be a dict of its fields)."""
+
+    def __init__(self, parts: tuple, fields: dict) -> None:
+        super().__init__(parts)
+        self.fields = fields
+
+
+def with_fields(schema, extra: list[StructField]):
+    """`schema` (a frame's) followed by the fields `extra`."""
+    if not isinstance(schema, _Schema):
+        return StructType(schema.fields + extra)
+    fields = {**schema.frame.fields, **{f.name: f.dataType for f in extra}}
+    return Typed(("StructType(", schema.frame, ".schema.fields + ") + _parts(extra) + (")",), fields)
 
 
 class _Sql:
@@ -372,10 +433,33 @@ class Recording:
         """Lines of Python written as they are."""
         self.statements.append((_RAW, tuple(lines)))
 
+    def returns(self, value: Expr) -> None:
+        """`return value`, in a function being recorded."""
+        self.statement(value.parts, _RETURN)
+
+    @contextmanager
+    def function(self, name: str, *parameters: str, comment: str | None = None) -> Iterator[Recording]:
+        """Within: the recording of the body of `def name(parameters)`, which is written
+        here once it is done. Its frames are its own: the parameters, what it derives."""
+        body = Recording()
+        body.imports = self.imports
+        token = _RECORDING.set(body)
+        try:
+            yield body
+        finally:
+            _RECORDING.reset(token)
+        if comment is not None:
+            self.comment(comment)
+        self.raw(f"def {name}({', '.join(parameters)}):", *(f"    {line}" for line in body.lines()))
+
     def frames_viewed_as(self, view: str) -> list[Frame]:
         """The frames registered as the temporary view `view`."""
         called = (".createOrReplaceTempView", "(", _literal(view), ")")
-        return [parts[0] for _, parts in self.statements if parts[1:] == called]
+        return [
+            parts[0]
+            for _, parts in self.statements
+            if len(parts) == len(called) + 1 and all(isinstance(p, str) for p in parts[1:]) and parts[1:] == called
+        ]
 
     def lines(self) -> list[str]:
         uses: dict[int, int] = {}
@@ -452,7 +536,7 @@ def _comment_lines(comment: str | None) -> list[str]:
 def _statement_lines(target: str | None, text: str) -> list[str]:
     """`target = text` with a method chain one call a line, as PySpark is written."""
     calls = _split_chain(text)
-    head = f"{target} = " if target is not None else ""
+    head = "return " if target is _RETURN else f"{target} = " if target is not None else ""
     if len(calls) <= 2 and len(head) + len(text) <= 100:
         return [head + text]
     return [f"{head}(", *(f"    {c}" for c in calls), ")"]
@@ -513,6 +597,8 @@ def _arguments(args: tuple, kwargs: dict) -> tuple:
 
 
 def _parts(value) -> tuple:
+    if isinstance(value, Frame):  # written once, where a variable holds it if used again
+        return (value,)
     if isinstance(value, Expr):
         return value.parts
     if isinstance(value, (list, tuple)):
@@ -554,7 +640,7 @@ def _constructed(value) -> str:
     given = {
         f.name: getattr(value, f.name)
         for f in dataclasses.fields(value)
-        if f.init and not (f.default is not dataclasses.MISSING and getattr(value, f.name) == f.default)
+        if f.init and (isinstance(getattr(value, f.name), Expr) or not (f.default is not dataclasses.MISSING and getattr(value, f.name) == f.default))
     }
     return cls.__name__ + "".join(_arguments((), given))
 
@@ -573,6 +659,19 @@ def fail_if(condition, error: SqlError) -> None:
         )
         message = "f" + _literal(text)
     _RECORDING.get().raw(f"if {''.join(condition.parts)}:", f"    raise RuntimeError({message})")
+
+
+class SchemaIds:
+    """A schema registry to a recording: the id of a schema registered under a subject is
+    the program's variable `schema_ids[subject]`; nothing is registered."""
+
+    def register(self, subject: str, schema: str) -> Expr:
+        return Expr((f"schema_ids[{_literal(subject)}]",))
+
+
+def recorded() -> bool:
+    """Whether a recording is active: what the renderer is asked is being written down."""
+    return _RECORDING.get() is not None
 
 
 @contextmanager

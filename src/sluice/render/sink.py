@@ -77,7 +77,7 @@ from sluice.kafka.registry import SchemaRegistry
 from sluice.kafka.retry import RetryPolicy
 from sluice.kafka.topics import create_topic, list_topics
 from sluice.render.failures import failure_reason
-from sluice.render.pyspark_code import F
+from sluice.render.pyspark_code import F, SchemaIds, recorded
 
 # How often an idle sink looks for changes in what its relation reads.
 POLL_SECONDS = 0.2
@@ -250,9 +250,11 @@ class Debezium(SinkEnvelope):
             yield Message(key, self.rows.debezium(change.before, change.after))
 
 
-def _registry(desc: SinkDesc, catalog: Catalog) -> SchemaRegistry | None:
+def _registry(desc: SinkDesc, catalog: Catalog) -> SchemaRegistry | SchemaIds | None:
     for fmt in (desc.key_format, desc.value_format):
         if fmt is not None and fmt.registry is not None:
+            if recorded():  # EXPLAIN PYSPARK registers nothing: the ids are its program's variables
+                return SchemaIds()
             connection = catalog.by_id(fmt.registry).details
             return SchemaRegistry(connection.url, *(registry_login(connection, catalog) or ()))
     return None

@@ -76,12 +76,12 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import Item
 from sluice.errors import SOURCE_ERROR, StoreDamaged
+from sluice.render.pyspark_code import F
 from sluice.render.source import ERRS_COLUMNS, Collection
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
@@ -532,23 +532,26 @@ class Store:
         if inspection.damage is not None:
             raise inspection.damage.error(item.name, hint=READ_AGAIN)
 
-        def frame(kind: str) -> DataFrame:
-            return self.frame(spark, inspection.records, kind)
+        return stored_collection(item, lambda kind: self.frame(spark, inspection.records, kind))
 
-        desc = item.details
-        redirected = desc.dead_letter_table is not None
-        errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
-        dead_letters = frame("dlq").select("err.*")
-        if desc.envelope == "none":
-            oks = frame("oks").select("row.*")
-            errs = frame("errs").select(*errs_columns)
-            log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
-            return Collection(oks, errs, oks, log, dead_letters)
-        retracted = frame("retract").select(*IDENTITY)
-        oks = frame("oks").join(retracted, IDENTITY, "left_anti").select("row.*")
-        errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
-        log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
+
+def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collection:
+    """The source's collection from its committed files, `frame(kind)` reading those of
+    one kind: an upsert source's rows and errors are those no later commit retracted."""
+    desc = item.details
+    redirected = desc.dead_letter_table is not None
+    errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
+    dead_letters = frame("dlq").select("err.*")
+    if desc.envelope == "none":
+        oks = frame("oks").select("row.*")
+        errs = frame("errs").select(*errs_columns)
+        log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
         return Collection(oks, errs, oks, log, dead_letters)
+    retracted = frame("retract").select(*IDENTITY)
+    oks = frame("oks").join(retracted, IDENTITY, "left_anti").select("row.*")
+    errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
+    log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
+    return Collection(oks, errs, oks, log, dead_letters)
 
 
 def _state_mismatch(

@@ -435,10 +435,13 @@ class CreateSink(Statement):
     envelope: EnvelopeUpsert | EnvelopeDebezium | None
     if_not_exists: bool = False
     key: tuple[Ident, ...] = ()
+    # KEY (…) NOT ENFORCED: the key is taken as unique without the planner knowing it is.
+    key_not_enforced: bool = False
 
     def to_sql(self) -> str:
         ine = " IF NOT EXISTS" if self.if_not_exists else ""
-        key = f" KEY ({_csv(self.key)})" if self.key else ""
+        enforced = " NOT ENFORCED" if self.key_not_enforced else ""
+        key = f" KEY ({_csv(self.key)}){enforced}" if self.key else ""
         format_ = f" {self.format.to_sql()}" if self.format is not None else ""
         envelope = f" ENVELOPE {self.envelope.to_sql()}" if self.envelope is not None else ""
         return (

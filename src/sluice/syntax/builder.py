@@ -346,6 +346,7 @@ class Builder:
         if_not_exists, name, from_, connection, kafka_options, key, format_spec, envelope = (
             children
         )
+        columns, not_enforced = key or ((), False)
         return ast.CreateSink(
             name,
             from_,
@@ -354,12 +355,17 @@ class Builder:
             format_spec,
             envelope,
             if_not_exists=bool(if_not_exists),
-            key=key or (),
+            key=columns,
+            key_not_enforced=not_enforced,
             span=span,
         )
 
     def sink_key(self, children, span):
-        return children[0]
+        columns, not_enforced = children
+        return columns, not_enforced is not None
+
+    def not_enforced(self, children, span):
+        return True
 
     # ------------------------------------------------------------ tables
 
