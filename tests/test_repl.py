@@ -7,6 +7,7 @@ import _thread
 import io
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -251,7 +252,16 @@ class FakeSubscription:
         self.closed.set()
 
 
-def test_subscribe_rows_print_until_ctrl_c_closes_the_subscription() -> None:
+@pytest.fixture
+def ctrl_c_handled():
+    """Ctrl-C as Python delivers it, even when this process started with SIGINT ignored
+    (a background job of a non-interactive shell), where `interrupt_main` does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_subscribe_rows_print_until_ctrl_c_closes_the_subscription(ctrl_c_handled) -> None:
     lines: list[str] = []
     subscription = FakeSubscription([(1700000000000, 1, "a", True), (1700000000001, -1, None, False)])
 
