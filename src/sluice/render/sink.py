@@ -5,40 +5,64 @@ table or a view over them; none of these is a Spark streaming query whose output
 change stream (a view is evaluated at read time over its sources' committed batches, a
 table is a file replaced per statement). So a sink works as SUBSCRIBE does: each time
 what the relation reads changes (a source commits a micro-batch, a table is written) it
-evaluates the relation's snapshot and diffs it against the snapshot it last delivered.
-The heavy parts run on Spark: evaluating the relation, and encoding every row into the
-bytes its messages carry (an Arrow-batched Python UDF on the executors, with the format
-registry's encoders — one encoder per format, whatever writes it). The driver receives
-one pair of byte strings per row — the row's *identity* and its *payload* — and diffs
-them against the last delivered state with a dictionary lookup per row, which is cheap
-next to evaluating and encoding. A snapshot with errors (a query over the relation would
-fail) delivers nothing: the sink is `stalled` with the error and tries again at the next
-change, so it resumes by itself once the error is retracted.
+evaluates the relation and diffs it against what it last delivered — and the diff runs on
+Spark, so that a step costs the driver and Kafka O(change), not O(relation):
+
+* each row is encoded on the executors into two byte strings, its *identity* and its
+  *payload* (`SinkEnvelope.shape`; JSON in the JVM, other formats by an Arrow-batched
+  Python UDF over the format registry's encoders — one encoder per format, whatever writes
+  it);
+* the delivered state is Parquet, `(identity, payload, count)`, under the sink's folder,
+  `state/<version>/`. A step groups the relation's pairs by identity together with the
+  state of the last committed version (one shuffle: both sides are unioned, tagged), and
+  Spark writes the result as the state of the next version — the new `(payload, count)`
+  beside the delivered one per identity — fsynced before the version's transaction;
+* only the identities whose payload or count differ (plus, for the checks, a key held by
+  two rows and rows a guard flags) are brought to the driver, as Arrow; the driver builds
+  the messages of those alone.
+
+Two designs were weighed. Deltas from the store's commits (a commit's rows and retractions
+are the change of a source, so a view linear over one source could sink each commit's
+rows alone) would make Spark's part O(change) too, but they serve only sources and views
+that are filters and projections of one source, not tables (a file replaced per
+statement), joins or aggregates, and the unique-key check needs the delivered keys anyway.
+The diff on Spark serves every relation with one mechanism and keeps the driver and Kafka
+at O(change); its Spark cost per step is a scan and a shuffle of the relation, which
+Spark runs on every core. A dead-letter table, append-only and whose rows carry their
+message's place, reads only the commits past what it delivered (`dead_letter_sink.py`).
+
+A relation with errors (a query over it would fail) delivers nothing: the sink is
+`stalled` with the error and tries again at the next change, so it resumes by itself once
+the error is retracted. A KEY that two rows share stalls it as well (23505).
 
 **Envelopes, the extension point.** How rows become identities, payloads and messages is
 a `SinkEnvelope`: `shape(frame)` gives the two Spark columns (identity, payload) of the
 relation's frame, and `messages(change)` turns one `Change` (identity, payload before,
 payload after, each None when absent) into the `Message`s it writes (key, value,
-headers). `Upsert` (key = KEY columns, value = the row, a deleted key a tombstone) and
-`Debezium` (value `{"before": …, "after": …}`, with or without a KEY) are here; a relation
-whose change rows become messages differently — a dead-letter table's rows becoming Kafka
-Connect DLQ messages with their original key, value and headers plus context headers — is
-another `SinkEnvelope`, registered with `register_envelope(accepts, make)`: `accepts(sink,
-relation)` chooses it, `make(sink, catalog)` builds it. The loop never changes for it.
+headers); `batch(changes)` does it for a step's `Changes` at once (an envelope may do it
+without a Python object per change). `Upsert` (key = KEY columns, value = the row, a
+deleted key a tombstone) and `Debezium` (value `{"before": …, "after": …}`, with or
+without a KEY) are here; a relation whose change rows become messages differently — a
+dead-letter table's rows becoming Kafka Connect DLQ messages with their original key,
+value and headers plus context headers — is another `SinkEnvelope`, registered with
+`register_envelope(accepts, make)`: `accepts(sink, relation)` chooses it, `make(sink,
+catalog)` builds it. The loop never changes for it.
 
 **Exactly once.** Each sink has one transactional producer (`transactional.id` the
-sink's identity, `sluice-sink-<uuid>`, see `sink_identity`). A step that has changes writes the new state (the delivered
-snapshot's identities and payloads, fsynced, as `state/<version>`) first, then, in one
-Kafka transaction, the step's messages and a progress record in the connection's progress
-topic `_sluice-progress` (key the sink's identity, value `{"version": n, "rows": total
-written, "offset": last offset}`; Materialize keeps such a topic, `_materialize-progress-…`,
-keyed `mz-sink-<id>`), and commits; older states are removed
+sink's identity, `sluice-sink-<uuid>`, see `sink_identity`). A step that has changes writes
+the new state (`state/<version>`, fsynced) first, then, in one Kafka transaction, the
+step's messages and a progress record in the connection's progress topic
+`_sluice-progress` (key the sink's identity, value `{"version": n, "rows": total written,
+"offset": last offset, "read": …}` — `read`, for a dead-letter sink, the source offsets
+whose dead-letter rows are delivered; Materialize keeps such a topic,
+`_materialize-progress-…`, keyed `mz-sink-<id>`), and commits; older states are removed
 after. On start the producer is initialised (which fences a previous incarnation and
 aborts its open transaction), the sink reads its last committed progress record with
 `isolation.level=read_committed`, and resumes from the state of exactly that version,
 discarding any newer state a crash left uncommitted. So whatever instant a process dies
 at, the topic read with read_committed holds every change once: a step either committed
-(its state is the one resumed from) or did not (it is computed again).
+(its state is the one resumed from) or did not (it is computed again). A state written by
+an older sluice (`state/<version>.arrow`, Arrow IPC) is read as the delivered state.
 
 **Faults.** A Kafka or registry fault (a broker unreachable, a transaction that failed)
 aborts the step's transaction; the sink shows `failed` with the reason and retries with
@@ -54,15 +78,15 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.ipc
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sluice.catalog.files import replace_file, sync_directory
@@ -87,8 +111,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 STARTING, RUNNING, STALLED, FAILED = "starting", "running", "stalled", "failed"
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
@@ -106,6 +129,29 @@ class Change:
     count: int = 1
 
 
+@dataclass
+class Changes:
+    """A step's changes, column by column as they come from Spark (`Change`s on
+    iteration), with what the step found beside them: the guard flags set in some row of
+    the relation (`flagged`), an identity two rows share (`duplicate`, for an envelope
+    whose identities are unique), and, for a dead-letter sink, the source offsets whose
+    rows it read (`read`)."""
+
+    identity: list[bytes] = field(default_factory=list)
+    before: list[bytes | None] = field(default_factory=list)
+    after: list[bytes | None] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+    flagged: frozenset[str] = frozenset()
+    duplicate: bytes | None = None
+    read: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.identity)
+
+    def __iter__(self) -> Iterator[Change]:
+        return map(Change, self.identity, self.before, self.after, self.count)
+
+
 class SinkEnvelope:
     """How a sink's relation rows become messages (see the module docstring). `unique`:
     whether two rows with one identity are an error of the relation (an upsert key that is
@@ -121,6 +167,10 @@ class SinkEnvelope:
 
     def messages(self, change: Change) -> Iterator[Message]:
         raise NotImplementedError
+
+    def batch(self, changes: Changes) -> Iterable[Message]:
+        """The messages of a step's changes, in order."""
+        return (message for change in changes for message in self.messages(change))
 
 
 def encoded(fmt: Format, frame: DataFrame, columns: tuple[str, ...], body: bool = False) -> SparkColumn:
@@ -224,6 +274,9 @@ class Upsert(SinkEnvelope):
     def messages(self, change: Change) -> Iterator[Message]:
         yield Message(change.identity, change.after)
 
+    def batch(self, changes: Changes) -> Iterable[Message]:
+        return map(Message, changes.identity, changes.after)
+
 
 class Debezium(SinkEnvelope):
     """Value `{"before": row, "after": row}`; keyed by the KEY columns if there are any,
@@ -292,55 +345,128 @@ def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
 
 
 class SinkState:
-    """What a sink delivered: `identity → (payload, count)` at each committed version, in
-    `<sink dir>/state/<version>.arrow` (Arrow IPC, fsynced before the version's commit)."""
+    """What a sink delivered: `(identity, payload, count)` at each committed version, as
+    Parquet under `<sink dir>/state/<version>/` (fsynced before the version's commit; see
+    the module docstring). A state holds, beside each identity's payload and count, the
+    ones delivered before it (`was_payload`, `was_count`): an identity that went is kept
+    with count 0 until the next version."""
 
     def __init__(self, root: Path) -> None:
         self.dir = root / "state"
 
     def path(self, version: int) -> Path:
-        return self.dir / f"{version}.arrow"
+        return self.dir / str(version)
 
-    def load(self, version: int) -> dict[bytes, tuple[bytes | None, int]]:
-        if version == 0:
-            return {}
+    def legacy(self, version: int) -> pa.Table | None:
+        """The state of `version` an older sluice wrote (`<version>.arrow`), if it did."""
+        path = self.dir / f"{version}.arrow"
+        if version == 0 or not path.exists():
+            return None
         try:
-            with pa.memory_map(str(self.path(version))) as source:
-                table = pa.ipc.open_file(source).read_all()
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_file(source).read_all()
         except (OSError, pa.ArrowInvalid) as e:
-            raise StoreDamaged(
-                f"the state of the sink's committed version {version} is damaged: {e}",
-                hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
-            ) from None
-        columns = table.to_pydict()
-        return {
-            i: (p, c) for i, p, c in zip(columns["identity"], columns["payload"], columns["count"], strict=True)
-        }
+            raise self._damaged(version, e) from None
 
-    def write(self, version: int, rows: dict[bytes, tuple[bytes | None, int]]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        table = pa.table(
-            {
-                "identity": pa.array(list(rows), pa.binary()),
-                "payload": pa.array([p for p, _ in rows.values()], pa.binary()),
-                "count": pa.array([c for _, c in rows.values()], pa.int64()),
-            }
+    def _damaged(self, version: int, error: Exception | str) -> StoreDamaged:
+        return StoreDamaged(
+            f"the state of the sink's committed version {version} is damaged: {error}",
+            hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
         )
-        tmp = self.dir / f".{version}.arrow"
-        with open(tmp, "wb") as f:
-            with pa.ipc.new_file(f, table.schema) as writer:
-                writer.write_table(table)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path(version))
-        sync_directory(self.dir)
+
+    def _delivered(self, spark: SparkSession, version: int) -> DataFrame | None:
+        """`(identity, payload, count)` of what version `version` delivered (None: nothing)."""
+        if version == 0:
+            return None
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return spark.createDataFrame(legacy.select(["identity", "payload", "count"]))
+        path = self.path(version)
+        if not (path / "_SUCCESS").exists():
+            raise self._damaged(version, f'folder "{path}" is missing or incomplete')
+        return spark.read.parquet(str(path)).where(F.col("count") > 0).select("identity", "payload", "count")
+
+    def diff(self, frame: DataFrame, version: int, flags: list[str], unique: bool) -> Changes:
+        """Write the state of `version + 1` from `frame` — the relation's `identity`,
+        `payload` and guard `flags` columns — and return how it differs from `version`'s."""
+        binary, counted = T.BinaryType(), T.LongType()
+        rows = frame.select(
+            "identity",
+            "payload",
+            F.lit(1).cast(counted).alias("count"),
+            F.lit(None).cast(binary).alias("was_payload"),
+            F.lit(0).cast(counted).alias("was_count"),
+            *flags,
+        )
+        delivered = self._delivered(frame.sparkSession, version)
+        if delivered is not None:
+            rows = rows.unionByName(
+                delivered.select(
+                    "identity",
+                    F.lit(None).cast(binary).alias("payload"),
+                    F.lit(0).cast(counted).alias("count"),
+                    F.col("payload").alias("was_payload"),
+                    F.col("count").cast(counted).alias("was_count"),
+                    *(F.lit(False).alias(f) for f in flags),
+                )
+            )
+        grouped = rows.groupBy("identity").agg(
+            *(F.max(c).alias(c) for c in ("payload", "was_payload")),
+            *(F.sum(c).alias(c) for c in ("count", "was_count")),
+            *(F.max(f).alias(f) for f in flags),
+        )
+        target = self.path(version + 1)
+        grouped.write.mode("overwrite").parquet(str(target))
+        _sync_tree(target)
+        state = frame.sparkSession.read.parquet(str(target))
+        count, was = F.col("count"), F.col("was_count")
+        differs = ~F.col("payload").eqNullSafe(F.col("was_payload")) & (count > 0) & (was > 0)
+        changed = differs | (count != was)
+        duplicate = (count > 1) if unique else F.lit(False)
+        wanted = changed | duplicate
+        for flag in flags:
+            wanted = wanted | F.col(flag)
+        found = state.where(wanted).select(
+            "identity",
+            F.when(differs | (count < was), F.col("was_payload")).alias("before"),
+            F.when(differs | (count > was), F.col("payload")).alias("after"),
+            F.when(differs, F.lit(1).cast(counted)).otherwise(F.abs(count - was)).alias("n"),
+            changed.alias("changed"),
+            duplicate.alias("duplicate"),
+            *flags,
+        ).toArrow()
+        columns = found.to_pydict()
+        keep = columns["changed"]
+        duplicates = [i for i, d in zip(columns["identity"], columns["duplicate"], strict=True) if d]
+        return Changes(
+            *([v for v, k in zip(columns[c], keep, strict=True) if k] for c in ("identity", "before", "after", "n")),
+            flagged=frozenset(f for f in flags if any(columns[f])),
+            duplicate=min(duplicates, default=None),
+        )
 
     def keep_only(self, version: int) -> None:
         if not self.dir.exists():
             return
         for path in self.dir.iterdir():
-            if path.name != f"{version}.arrow":
-                path.unlink(missing_ok=True)
+            if path.name not in (str(version), f"{version}.arrow"):
+                _remove_path(path)
+
+
+def _sync_tree(folder: Path) -> None:
+    """Fsync every file Spark wrote in `folder`, the folder, and its parent."""
+    for path in folder.iterdir():
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    sync_directory(folder)
+    sync_directory(folder.parent)
+
+
+def _remove_path(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -348,9 +474,10 @@ class Progress:
     version: int = 0
     rows: int = 0
     offset: int | None = None
+    read: dict[str, int] | None = None  # a dead-letter sink's: see the module docstring
 
     def to_json(self) -> bytes:
-        return json.dumps({"version": self.version, "rows": self.rows, "offset": self.offset}).encode()
+        return json.dumps(self.__dict__).encode()
 
 
 # ---------------------------------------------------------------- Kafka
@@ -447,54 +574,51 @@ class Delivery:
         finally:
             consumer.close()
 
-    def deliver(self, messages: Iterator[Message], progress: Progress) -> Progress:
+    def deliver(self, messages: Iterable[Message], progress: Progress, read: dict[str, int] | None) -> Progress:
         """Write `messages` and the progress record after them in one transaction; the
-        progress as committed (rows written, last offset)."""
+        progress as committed (rows written, the last message's offset, `read`). No
+        delivery report is asked for but the last message's: a message that failed makes
+        the transaction's commit fail."""
         from confluent_kafka import KafkaException
 
-        producer = self.producer
-        offsets: list[int] = []
-        failures: list[str] = []
-
-        def delivered(error, message) -> None:
-            if error is not None:
-                failures.append(error.str())
-            else:
-                offsets.append(message.offset())
-
+        producer, topic = self.producer, self.desc.topic
+        last: list[int] = []
         written = 0
         try:
             producer.begin_transaction()
-            for message in messages:
-                while True:
-                    try:
-                        producer.produce(
-                            self.desc.topic,
-                            key=message.key,
-                            value=message.value,
-                            headers=list(message.headers) or None,
-                            on_delivery=delivered,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
+            pending = iter(messages)
+            message = next(pending, None)
+            while message is not None:
+                following = next(pending, None)
+                report = None if following is not None else (lambda e, m: e is None and last.append(m.offset()))
+                self._produce(topic, message, report)
                 written += 1
-                producer.poll(0)
+                message = following
             producer.flush(TRANSACTION_TIMEOUT_MS / 1000)
-            if failures:
-                raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {failures[0]}")
             committed = Progress(
-                progress.version + 1, progress.rows + written, max(offsets, default=progress.offset)
+                progress.version + 1, progress.rows + written, last[0] if last else progress.offset, read
             )
             producer.produce(PROGRESS_TOPIC, key=self.progress_key, value=committed.to_json())
             producer.commit_transaction(TRANSACTION_TIMEOUT_MS / 1000)
         except KafkaException as e:
             self._abort()
-            raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {e.args[0].str()}") from None
+            raise ExternalSystemError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
         except BaseException:
             self._abort()
             raise
         return committed
+
+    def _produce(self, topic: str, message: Message, on_delivery=None) -> None:
+        key, value, headers = message
+        while True:
+            try:
+                if on_delivery is None:
+                    self.producer.produce(topic, value, key, headers=headers or None)
+                else:
+                    self.producer.produce(topic, value, key, headers=headers or None, on_delivery=on_delivery)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
 
     def _abort(self) -> None:
         from confluent_kafka import KafkaException
@@ -515,22 +639,31 @@ class Delivery:
 
 @dataclass
 class Status:
+    """A sink's status; `received`: how many changes its last step brought to the
+    driver (see the module docstring: what a step costs beyond Spark)."""
+
     state: str = STARTING
     rows: int = 0
     offset: int | None = None
     error: str | None = None
+    received: int = 0
+
+
+# evaluate(envelope, state, progress): the changes of the relation since `progress`, its
+# new state written as `state`'s next version; raises the relation's error.
+Evaluate = Callable[[SinkEnvelope, SinkState, Progress], Changes]
 
 
 @dataclass
 class SinkJob:
     """One sink's loop, on a thread of its own: wait for a change of what the relation
-    reads, evaluate, diff, deliver. `evaluate()` gives the relation's (identity, payload)
-    pairs or raises its error; `version()` changes when what it reads may have changed."""
+    reads, evaluate its changes, deliver them. `version()` changes when what it reads may
+    have changed."""
 
     sink: Item
     catalog: Catalog
     root: Path
-    evaluate: Callable[[SinkEnvelope], list[tuple[bytes, bytes | None]]]
+    evaluate: Evaluate
     version: Callable[[], Any]
     status: Status = field(default_factory=Status)
     # Drain requests: each asks for one evaluation begun after it; `answered` counts the
@@ -588,7 +721,6 @@ class SinkJob:
         envelope.prepare()
         progress = delivery.open()
         state.keep_only(progress.version)
-        delivered = state.load(progress.version)
         self.status.rows, self.status.offset = progress.rows, progress.offset
         seen = object()
         while not self._stop.is_set():
@@ -598,59 +730,27 @@ class SinkJob:
                 self._stop.wait(POLL_SECONDS)
                 continue
             try:
-                pairs = self.evaluate(envelope)
-                snapshot = _snapshot(pairs, envelope.unique)
+                changes = self.evaluate(envelope, state, progress)
+                if envelope.unique and changes.duplicate is not None:
+                    raise UniqueViolation(
+                        f"the sink's key is not unique in its relation: two rows have the key {changes.duplicate!r}"
+                    )
             except (ExternalSystemError, QueryCanceled):
                 raise  # a fault, not the relation's error: the sink fails and retries
             except SqlError as e:  # the relation's error: nothing past it is written
+                state.keep_only(progress.version)
                 self.status = Status(STALLED, progress.rows, progress.offset, e.message)
                 seen = version
                 self._answer(asked)
                 continue
-            changes = _changes(delivered, snapshot)
             if changes:
-                state.write(progress.version + 1, snapshot)
-                messages = (m for change in changes for m in envelope.messages(change))
-                progress = delivery.deliver(messages, progress)
-                state.keep_only(progress.version)
+                progress = delivery.deliver(envelope.batch(changes), progress, changes.read)
                 # What SHOW SINKS tells of the sink while no session runs it.
                 replace_file(self.root / "progress.json", progress.to_json())
-                delivered = snapshot
-            self.status = Status(RUNNING, progress.rows, progress.offset)
+            state.keep_only(progress.version)
+            self.status = Status(RUNNING, progress.rows, progress.offset, received=len(changes))
             seen = version
             self._answer(asked)
-
-
-def _snapshot(pairs: list[tuple[bytes, bytes | None]], unique: bool) -> dict[bytes, tuple[bytes | None, int]]:
-    snapshot: dict[bytes, tuple[bytes | None, int]] = {}
-    for identity, payload in pairs:
-        held = snapshot.get(identity)
-        if held is None:
-            snapshot[identity] = (payload, 1)
-        elif unique:
-            raise UniqueViolation(
-                f"the sink's key is not unique in its relation: two rows have the key {identity!r}"
-            )
-        else:
-            snapshot[identity] = (payload, held[1] + 1)
-    return snapshot
-
-
-def _changes(before: dict, after: dict) -> list[Change]:
-    changes = []
-    for identity, (payload, count) in after.items():
-        held = before.get(identity)
-        if held is None:
-            changes.append(Change(identity, None, payload, count))
-        elif held[0] != payload:
-            changes.append(Change(identity, held[0], payload, 1))
-        elif held[1] != count:
-            more = count - held[1]
-            changes.append(Change(identity, None, payload, more) if more > 0 else Change(identity, payload, None, -more))
-    for identity, (payload, count) in before.items():
-        if identity not in after:
-            changes.append(Change(identity, payload, None, count))
-    return changes
 
 
 class Sinks:
