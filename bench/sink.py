@@ -141,7 +141,16 @@ def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, cou
     session.execute(
         f"CREATE SINK {name} FROM mv INTO KAFKA CONNECTION kafka (TOPIC '{out}') KEY (id) FORMAT JSON ENVELOPE UPSERT"
     )
-    return wait_for(kafka.bootstrap, out, count, start)
+    took = wait_for(kafka.bootstrap, out, count, start)
+    print(f"  its last step: {step_parts(session, name)}", flush=True)
+    return took
+
+
+def step_parts(session: sluice.Session, name: str) -> str:
+    """What the last step of sink `name` took, part by part, and the changes it received."""
+    (job,) = [j for j in session._sinks.jobs.values() if j.sink.name == name]
+    parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in job.status.seconds.items())
+    return f"{parts}; {job.status.received:,} changes to the driver"
 
 
 def same_messages(bootstrap: str, a: str, b: str, sample: int = 1000) -> None:
@@ -202,6 +211,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
     n = args.messages
+    print(f"load average at start {os.getloadavg()}", flush=True)
     os.environ["SLUICE_CATCH_UP_TIMEOUT"] = "3600"
     schema_sql = json.dumps(SCHEMA).replace("'", "''")
     with EmbeddedKafka() as kafka, sluice.Session() as session, tempfile.TemporaryDirectory() as scratch:
@@ -229,6 +239,7 @@ def main() -> None:
             if r + 1 < args.rounds:
                 session.execute(f"DROP SINK s{r}")
         lat = latencies(kafka, f"out{args.rounds - 1}", args.samples, n)
+        print(f"the sink's last step after the latency samples: {step_parts(session, f's{args.rounds - 1}')}")
     lat.sort()
     p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
     print(f"messages: {n:,} over {args.partitions} partitions; load average {os.getloadavg()}")

@@ -219,9 +219,21 @@ class Json(Format):
         return JsonDecoder()
 
     def encode(self, values: Sequence) -> bytes:
-        """A JSON object of the row, keys in column order."""
-        row = _shaped_row(self.columns, values, _json_scalar)
-        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        """A JSON object of the row, keys in column order: `{"name":value,…}`, each name
+        as JSON's string and each value as `value_text` writes it."""
+        members = (
+            _json_text(column.name) + ":" + self.value_text(index, value)
+            for index, (column, value) in enumerate(zip(self.columns, values, strict=True))
+        )
+        return ("{" + ",".join(members) + "}").encode("utf-8")
+
+    def value_text(self, index: int, value: Any) -> str:
+        """The JSON text of column `index`'s `value` inside the object `encode` writes."""
+        return _json_text(_shaped(self.columns[index].type, value, _json_scalar))
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

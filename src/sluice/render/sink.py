@@ -90,7 +90,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sluice.catalog.files import replace_file, sync_directory
-from sluice.catalog.formats import AvroRegistry, Format
+from sluice.catalog.formats import AvroRegistry, Format, Json
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
@@ -144,6 +144,7 @@ class Changes:
     flagged: frozenset[str] = frozenset()
     duplicate: bytes | None = None
     read: dict[str, int] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # what its parts took
 
     def __len__(self) -> int:
         return len(self.identity)
@@ -175,10 +176,73 @@ class SinkEnvelope:
 
 def encoded(fmt: Format, frame: DataFrame, columns: tuple[str, ...], body: bool = False) -> SparkColumn:
     """`columns` of `frame` encoded by `fmt` (its unframed Avro body, with `body`), on
-    the executors: an Arrow-batched Python UDF calling the format's encoder."""
-    udf = F.udf(RowBytes(fmt, body), T.BinaryType(), useArrow=True)
+    the executors: JSON assembled in the JVM (see `_json_object`), any other format by an
+    Arrow-batched Python UDF calling the format's encoder."""
     types = dict((f.name, f.dataType) for f in frame.schema.fields)
+    if isinstance(fmt, Json):
+        return _json_object(fmt, [(c, types[c]) for c in columns])
+    udf = F.udf(RowBytes(fmt, body), T.BinaryType(), useArrow=True)
     return udf(F.struct(*(_jsonable(c, types[c]) for c in columns)))
+
+
+# Column types whose JSON text Spark writes with exactly the bytes of `Json.value_text`:
+# integers (their digits) and booleans; text too (see `_json_string`). Doubles are not
+# among them: Java prints 1e16 as `1.0E16` and, before JDK 19, some doubles with more
+# digits than the shortest that Python's `repr` writes.
+_JVM_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _json_object(fmt: Json, columns: list[tuple[str, T.DataType]]) -> SparkColumn:
+    """The bytes of `fmt.encode(row)`, made in the JVM: the object's braces, names and
+    commas are constants, the values of integer, boolean and text columns are Spark
+    expressions, and only the values of other columns (floats, numerics, dates, records,
+    …) go through a Python UDF calling `fmt.value_text`."""
+    parts = []
+    for index, ((name, data_type), column) in enumerate(zip(columns, fmt.columns, strict=True)):
+        value = _col(name)
+        sql_type = column.type.name
+        if sql_type in ("smallint", "integer", "bigint") and isinstance(data_type, _JVM_INTEGERS):
+            text = value.cast("string")
+        elif sql_type == "boolean" and isinstance(data_type, T.BooleanType):
+            text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
+        elif sql_type == "text" and isinstance(data_type, T.StringType):
+            text = _json_string(value)
+        else:
+            udf = F.udf(ValueText(fmt, index), T.StringType(), useArrow=True)
+            text = udf(_jsonable(name, data_type))
+        opening = ("," if index else "{") + json.dumps(column.name, ensure_ascii=False) + ":"
+        parts += [F.lit(opening), F.coalesce(text, F.lit("null"))]
+    return F.encode(F.concat(*parts, F.lit("}")) if parts else F.lit("{}"), "UTF-8")
+
+
+def _json_string(value: SparkColumn) -> SparkColumn:
+    """A text value as Python's `json.dumps` writes it (ensure_ascii off). Spark's own
+    (Jackson's) is the same but for control characters without a short escape, which it
+    writes `\\u001F` where Python writes `\\u001f`; a value holding one is escaped here
+    character by character, in the JVM still."""
+    jackson = F.to_json(F.array(value))  # ["…"]
+    spark_text = jackson.substr(F.lit(2), F.length(jackson) - 2)
+    escaped = value
+    for char in ("\\", '"', *(chr(c) for c in range(32))):
+        escaped = F.replace(escaped, F.lit(char), F.lit(json.dumps(char)[1:-1]))
+    python_text = F.concat(F.lit('"'), escaped, F.lit('"'))
+    return F.when(value.rlike("[\\x00-\\x07\\x0b\\x0e-\\x1f]"), python_text).otherwise(spark_text)
+
+
+def _col(name: str) -> SparkColumn:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class ValueText:
+    """A column's JSON text as `fmt` writes it in its object: a sink's UDF for a column
+    Spark cannot write itself."""
+
+    fmt: Json
+    index: int
+
+    def __call__(self, value) -> str:
+        return self.fmt.value_text(self.index, _plain(value))
 
 
 @dataclass(frozen=True)
@@ -195,7 +259,7 @@ class RowBytes:
 
 
 def _jsonable(name: str, data_type: T.DataType) -> SparkColumn:
-    column = F.col("`" + name.replace("`", "``") + "`")
+    column = _col(name)
     # A jsonb queried through a view is a VARIANT; encoders take its JSON text.
     return F.to_json(column).alias(name) if isinstance(data_type, T.VariantType) else column
 
@@ -416,8 +480,10 @@ class SinkState:
             *(F.max(f).alias(f) for f in flags),
         )
         target = self.path(version + 1)
+        began = time.perf_counter()
         grouped.write.mode("overwrite").parquet(str(target))
         _sync_tree(target)
+        written = time.perf_counter()
         state = frame.sparkSession.read.parquet(str(target))
         count, was = F.col("count"), F.col("was_count")
         differs = ~F.col("payload").eqNullSafe(F.col("was_payload")) & (count > 0) & (was > 0)
@@ -442,6 +508,7 @@ class SinkState:
             *([v for v, k in zip(columns[c], keep, strict=True) if k] for c in ("identity", "before", "after", "n")),
             flagged=frozenset(f for f in flags if any(columns[f])),
             duplicate=min(duplicates, default=None),
+            seconds={"state written": written - began, "changes collected": time.perf_counter() - written},
         )
 
     def keep_only(self, version: int) -> None:
@@ -610,12 +677,13 @@ class Delivery:
 
     def _produce(self, topic: str, message: Message, on_delivery=None) -> None:
         key, value, headers = message
+        headers = list(headers) if headers else None  # the client takes a list, not a tuple
         while True:
             try:
                 if on_delivery is None:
-                    self.producer.produce(topic, value, key, headers=headers or None)
+                    self.producer.produce(topic, value, key, headers=headers)
                 else:
-                    self.producer.produce(topic, value, key, headers=headers or None, on_delivery=on_delivery)
+                    self.producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
                 return
             except BufferError:
                 self.producer.poll(0.1)
@@ -647,6 +715,7 @@ class Status:
     offset: int | None = None
     error: str | None = None
     received: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # the last step's parts'
 
 
 # evaluate(envelope, state, progress): the changes of the relation since `progress`, its
@@ -729,6 +798,7 @@ class SinkJob:
             if version == seen and asked == self.answered:
                 self._stop.wait(POLL_SECONDS)
                 continue
+            started = time.perf_counter()
             try:
                 changes = self.evaluate(envelope, state, progress)
                 if envelope.unique and changes.duplicate is not None:
@@ -743,12 +813,14 @@ class SinkJob:
                 seen = version
                 self._answer(asked)
                 continue
+            began = time.perf_counter()
             if changes:
                 progress = delivery.deliver(envelope.batch(changes), progress, changes.read)
                 # What SHOW SINKS tells of the sink while no session runs it.
                 replace_file(self.root / "progress.json", progress.to_json())
             state.keep_only(progress.version)
-            self.status = Status(RUNNING, progress.rows, progress.offset, received=len(changes))
+            seconds = {"evaluated": began - started, **changes.seconds, "delivered": time.perf_counter() - began}
+            self.status = Status(RUNNING, progress.rows, progress.offset, received=len(changes), seconds=seconds)
             seen = version
             self._answer(asked)
 
