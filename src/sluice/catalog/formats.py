@@ -232,8 +232,16 @@ class Json(Format):
         return _json_text(_shaped(self.columns[index].type, value, _json_scalar))
 
 
+# What `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` uses, made once: a
+# sink encodes every value of a column with it.
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # Numbers as the encoder writes them (int's and float's repr), without its overhead.
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return repr(value)
+    return _JSON_TEXT.encode(value)
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc
+import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -410,10 +412,9 @@ def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
 
 class SinkState:
     """What a sink delivered: `(identity, payload, count)` at each committed version, as
-    Parquet under `<sink dir>/state/<version>/` (fsynced before the version's commit; see
-    the module docstring). A state holds, beside each identity's payload and count, the
-    ones delivered before it (`was_payload`, `was_count`): an identity that went is kept
-    with count 0 until the next version."""
+    Parquet under `<sink dir>/state/<version>/`, one file per task of the step that wrote
+    it, and `complete` once all are there and fsynced — before the version's commit (see
+    the module docstring)."""
 
     def __init__(self, root: Path) -> None:
         self.dir = root / "state"
@@ -446,13 +447,16 @@ class SinkState:
         if legacy is not None:
             return spark.createDataFrame(legacy.select(["identity", "payload", "count"]))
         path = self.path(version)
-        if not (path / "_SUCCESS").exists():
+        if not (path / COMPLETE).exists():
             raise self._damaged(version, f'folder "{path}" is missing or incomplete')
-        return spark.read.parquet(str(path)).where(F.col("count") > 0).select("identity", "payload", "count")
+        files = sorted(str(f) for f in path.glob("part-*.parquet"))
+        return spark.read.schema(_STATE_SCHEMA).parquet(*files) if files else None
 
     def diff(self, frame: DataFrame, version: int, flags: list[str], unique: bool) -> Changes:
         """Write the state of `version + 1` from `frame` — the relation's `identity`,
-        `payload` and guard `flags` columns — and return how it differs from `version`'s."""
+        `payload` and guard `flags` columns — and return how it differs from `version`'s.
+        One Spark job: each task of the grouping writes its part of the state and sends
+        the driver only the rows it wants (changed, a duplicate key, or flagged)."""
         binary, counted = T.BinaryType(), T.LongType()
         rows = frame.select(
             "identity",
@@ -479,37 +483,22 @@ class SinkState:
             *(F.sum(c).alias(c) for c in ("count", "was_count")),
             *(F.max(f).alias(f) for f in flags),
         )
-        target = self.path(version + 1)
-        began = time.perf_counter()
-        grouped.write.mode("overwrite").parquet(str(target))
-        _sync_tree(target)
-        written = time.perf_counter()
-        state = frame.sparkSession.read.parquet(str(target))
         count, was = F.col("count"), F.col("was_count")
-        differs = ~F.col("payload").eqNullSafe(F.col("was_payload")) & (count > 0) & (was > 0)
-        changed = differs | (count != was)
-        duplicate = (count > 1) if unique else F.lit(False)
-        wanted = changed | duplicate
+        changed = (count != was) | ~F.col("payload").eqNullSafe(F.col("was_payload"))
+        wanted = changed | (count > 1) if unique else changed
         for flag in flags:
             wanted = wanted | F.col(flag)
-        found = state.where(wanted).select(
-            "identity",
-            F.when(differs | (count < was), F.col("was_payload")).alias("before"),
-            F.when(differs | (count > was), F.col("payload")).alias("after"),
-            F.when(differs, F.lit(1).cast(counted)).otherwise(F.abs(count - was)).alias("n"),
-            changed.alias("changed"),
-            duplicate.alias("duplicate"),
-            *flags,
-        ).toArrow()
-        columns = found.to_pydict()
-        keep = columns["changed"]
-        duplicates = [i for i, d in zip(columns["identity"], columns["duplicate"], strict=True) if d]
-        return Changes(
-            *([v for v, k in zip(columns[c], keep, strict=True) if k] for c in ("identity", "before", "after", "n")),
-            flagged=frozenset(f for f in flags if any(columns[f])),
-            duplicate=min(duplicates, default=None),
-            seconds={"state written": written - began, "changes collected": time.perf_counter() - written},
-        )
+        target = self.path(version + 1)
+        _remove_path(target)  # what an earlier attempt at this version left
+        target.mkdir(parents=True)
+        began = time.perf_counter()
+        marked = grouped.withColumn("wanted", wanted)
+        found = marked.mapInArrow(StateWriter(str(target)), marked.schema).toArrow()
+        sync_directory(target)
+        replace_file(target / COMPLETE, b"")
+        changes = _changes(found, flags, unique)
+        changes.seconds = {"state written, changes read": time.perf_counter() - began}
+        return changes
 
     def keep_only(self, version: int) -> None:
         if not self.dir.exists():
@@ -519,14 +508,73 @@ class SinkState:
                 _remove_path(path)
 
 
-def _sync_tree(folder: Path) -> None:
-    """Fsync every file Spark wrote in `folder`, the folder, and its parent."""
-    for path in folder.iterdir():
-        if path.is_file():
-            with open(path, "rb") as f:
+_STATE_SCHEMA = T.StructType(
+    [
+        T.StructField("identity", T.BinaryType()),
+        T.StructField("payload", T.BinaryType()),
+        T.StructField("count", T.LongType()),
+    ]
+)
+
+
+# Written last into a state's folder: every part of it is there and fsynced.
+COMPLETE = "complete"
+
+
+@dataclass(frozen=True)
+class StateWriter:
+    """A task's part of a sink's next state: its rows still held (`identity, payload,
+    count`) written as `<folder>/part-<partition>.parquet`, fsynced, under a temporary
+    name until whole (a task run again replaces it); the rows the driver wants passed on.
+    Runs on the executors (`mapInArrow`)."""
+
+    folder: str
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        temporary, final = f"{self.folder}/.part-{part}.parquet", f"{self.folder}/part-{part}.parquet"
+        writer = None
+        try:
+            for batch in batches:
+                held = batch.filter(pc.greater(batch.column("count"), 0)).select(["identity", "payload", "count"])
+                if writer is None:
+                    writer = pq.ParquetWriter(temporary, held.schema)
+                writer.write_batch(held)
+                yield batch.filter(batch.column("wanted"))
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is not None:
+            with open(temporary, "rb") as f:
                 os.fsync(f.fileno())
-    sync_directory(folder)
-    sync_directory(folder.parent)
+            os.replace(temporary, final)
+
+
+def _changes(found: pa.Table, flags: list[str], unique: bool) -> Changes:
+    """The changes of the rows a step wanted (see `SinkState.diff`), worked out by Arrow:
+    an identity new or gone, a payload replaced, or a row held more or fewer times."""
+    payload, was_payload = found.column("payload"), found.column("was_payload")
+    count, was = found.column("count"), found.column("was_count")
+    same = pc.or_(pc.fill_null(pc.equal(payload, was_payload), False), pc.and_(payload.is_null(), was_payload.is_null()))
+    differs = pc.and_(pc.invert(same), pc.and_(pc.greater(count, 0), pc.greater(was, 0)))
+    changed = pc.or_(pc.not_equal(count, was), pc.invert(same))
+    nothing = pa.nulls(len(found), pa.binary())
+    table = pa.table(
+        {
+            "identity": found.column("identity"),
+            "before": pc.if_else(pc.or_(differs, pc.less(count, was)), was_payload, nothing),
+            "after": pc.if_else(pc.or_(differs, pc.greater(count, was)), payload, nothing),
+            "n": pc.if_else(differs, pa.scalar(1, pa.int64()), pc.abs(pc.subtract(count, was))),
+        }
+    ).filter(changed)
+    duplicates = found.filter(pc.greater(count, 1)).column("identity").to_pylist() if unique else []
+    return Changes(
+        *(table.column(c).to_pylist() for c in ("identity", "before", "after", "n")),
+        flagged=frozenset(f for f in flags if pc.any(found.column(f)).as_py()),
+        duplicate=min(duplicates, default=None),
+    )
 
 
 def _remove_path(path: Path) -> None:
