@@ -113,7 +113,9 @@ def new_dead_letters(store: Store, source: Item, envelope: SinkEnvelope, state: 
     finally:
         store.release()
     identities, payloads = (found.column(i).to_pylist() for i in (0, 1))
-    return Changes(identities, [None] * len(identities), payloads, [1] * len(identities), read={str(p): o for p, o in end.items()})
+    count = len(identities)
+    read = {str(p): o for p, o in end.items()}
+    return Changes(identities, [None] * count, payloads, [1] * count, read=read, received=count)
 
 
 def _delivered_offsets(state: SinkState, progress: Progress) -> dict[str, int]:

@@ -146,6 +146,7 @@ class Changes:
     flagged: frozenset[str] = frozenset()
     duplicate: bytes | None = None
     read: dict[str, int] | None = None
+    received: int = 0  # rows the driver received to find them
     seconds: dict[str, float] = field(default_factory=dict)  # what its parts took
 
     def __len__(self) -> int:
@@ -439,24 +440,102 @@ class SinkState:
             hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
         )
 
+    def _files(self, version: int) -> list[Path]:
+        """The Parquet parts of the (complete) state of `version`."""
+        path = self.path(version)
+        if not (path / COMPLETE).exists():
+            raise self._damaged(version, f'folder "{path}" is missing or incomplete')
+        return sorted(path.glob("part-*.parquet"))
+
+    def _held(self, version: int) -> int:
+        """How many identities the state of `version` holds (from the parts' footers)."""
+        if version == 0:
+            return 0
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return legacy.num_rows
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in self._files(version))
+
+    def _delivered_arrow(self, version: int) -> pa.Table:
+        """`(identity, payload, count)` of what version `version` delivered, on the driver."""
+        empty = pa.table({f.name: pa.array([], _ARROW_STATE[f.name]) for f in _STATE_SCHEMA.fields})
+        if version == 0:
+            return empty
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return legacy.select(["identity", "payload", "count"])
+        parts = [pq.read_table(f) for f in self._files(version)]
+        return pa.concat_tables([empty, *parts], promote_options="default")
+
     def _delivered(self, spark: SparkSession, version: int) -> DataFrame | None:
-        """`(identity, payload, count)` of what version `version` delivered (None: nothing)."""
+        """`(identity, payload, count)` of what version `version` delivered, on Spark (None: nothing)."""
         if version == 0:
             return None
         legacy = self.legacy(version)
         if legacy is not None:
             return spark.createDataFrame(legacy.select(["identity", "payload", "count"]))
-        path = self.path(version)
-        if not (path / COMPLETE).exists():
-            raise self._damaged(version, f'folder "{path}" is missing or incomplete')
-        files = sorted(str(f) for f in path.glob("part-*.parquet"))
+        files = [str(f) for f in self._files(version)]
         return spark.read.schema(_STATE_SCHEMA).parquet(*files) if files else None
 
     def diff(self, frame: DataFrame, version: int, flags: list[str], unique: bool) -> Changes:
         """Write the state of `version + 1` from `frame` — the relation's `identity`,
         `payload` and guard `flags` columns — and return how it differs from `version`'s.
-        One Spark job: each task of the grouping writes its part of the state and sends
-        the driver only the rows it wants (changed, a duplicate key, or flagged)."""
+        A relation and a state both of at most `SMALL` rows are diffed on the driver, in
+        Arrow (a Spark shuffle costs more than that); any other on Spark."""
+        target = self.path(version + 1)
+        _remove_path(target)  # what an earlier attempt at this version left
+        target.mkdir(parents=True)
+        began = time.perf_counter()
+        if self._held(version) <= SMALL:
+            probe = frame.limit(SMALL + 1).toArrow()
+            if probe.num_rows <= SMALL:
+                changes = self._diff_here(probe, version, flags, unique, target)
+                changes.seconds = {"diffed on the driver": time.perf_counter() - began}
+                return changes
+        changes = self._diff_on_spark(frame, version, flags, unique, target)
+        changes.seconds = {"diffed on Spark": time.perf_counter() - began}
+        return changes
+
+    def _diff_here(self, rows: pa.Table, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
+        delivered = self._delivered_arrow(version)
+        binary, counted = pa.binary(), pa.int64()
+        width, held = rows.num_rows, delivered.num_rows
+        tagged = pa.concat_tables(
+            [
+                pa.table(
+                    {
+                        "identity": rows.column("identity"),
+                        "payload": rows.column("payload"),
+                        "count": pa.array([1] * width, counted),
+                        "was_payload": pa.nulls(width, binary),
+                        "was_count": pa.array([0] * width, counted),
+                        **{f: rows.column(f) for f in flags},
+                    }
+                ),
+                pa.table(
+                    {
+                        "identity": delivered.column("identity"),
+                        "payload": pa.nulls(held, binary),
+                        "count": pa.array([0] * held, counted),
+                        "was_payload": delivered.column("payload"),
+                        "was_count": delivered.column("count"),
+                        **{f: pa.array([False] * held) for f in flags},
+                    }
+                ),
+            ]
+        )
+        aggregates = [(c, "max") for c in ("payload", "was_payload")] + [(c, "sum") for c in ("count", "was_count")]
+        grouped = tagged.group_by("identity").aggregate(aggregates + [(f, "max") for f in flags])
+        grouped = grouped.rename_columns(["identity" if n == "identity" else n.rsplit("_", 1)[0] for n in grouped.column_names])
+        state = grouped.filter(pc.greater(grouped.column("count"), 0)).select(["identity", "payload", "count"])
+        _write_part(state, f"{target}/part-0.parquet")
+        _complete(target)
+        return _changes(grouped, flags, unique, received=width + held)
+
+    def _diff_on_spark(self, frame: DataFrame, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
+        """One Spark job: the relation's pairs and the delivered state, grouped by
+        identity; each task of the grouping writes its part of the new state and sends the
+        driver only the rows it wants (changed, a duplicate key, or flagged)."""
         binary, counted = T.BinaryType(), T.LongType()
         rows = frame.select(
             "identity",
@@ -488,17 +567,10 @@ class SinkState:
         wanted = changed | (count > 1) if unique else changed
         for flag in flags:
             wanted = wanted | F.col(flag)
-        target = self.path(version + 1)
-        _remove_path(target)  # what an earlier attempt at this version left
-        target.mkdir(parents=True)
-        began = time.perf_counter()
         marked = grouped.withColumn("wanted", wanted)
         found = marked.mapInArrow(StateWriter(str(target)), marked.schema).toArrow()
-        sync_directory(target)
-        replace_file(target / COMPLETE, b"")
-        changes = _changes(found, flags, unique)
-        changes.seconds = {"state written, changes read": time.perf_counter() - began}
-        return changes
+        _complete(target)
+        return _changes(found, flags, unique, received=found.num_rows)
 
     def keep_only(self, version: int) -> None:
         if not self.dir.exists():
@@ -507,6 +579,9 @@ class SinkState:
             if path.name not in (str(version), f"{version}.arrow"):
                 _remove_path(path)
 
+
+# The largest relation (and delivered state) a step diffs on the driver.
+SMALL = 1000
 
 _STATE_SCHEMA = T.StructType(
     [
@@ -534,25 +609,34 @@ class StateWriter:
         from pyspark import TaskContext
 
         part = TaskContext.get().partitionId()
-        temporary, final = f"{self.folder}/.part-{part}.parquet", f"{self.folder}/part-{part}.parquet"
-        writer = None
-        try:
-            for batch in batches:
-                held = batch.filter(pc.greater(batch.column("count"), 0)).select(["identity", "payload", "count"])
-                if writer is None:
-                    writer = pq.ParquetWriter(temporary, held.schema)
-                writer.write_batch(held)
-                yield batch.filter(batch.column("wanted"))
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is not None:
-            with open(temporary, "rb") as f:
-                os.fsync(f.fileno())
-            os.replace(temporary, final)
+        held = []
+        for batch in batches:
+            held.append(batch.filter(pc.greater(batch.column("count"), 0)).select(["identity", "payload", "count"]))
+            yield batch.filter(batch.column("wanted"))
+        if held:
+            _write_part(pa.Table.from_batches(held), f"{self.folder}/part-{part}.parquet")
 
 
-def _changes(found: pa.Table, flags: list[str], unique: bool) -> Changes:
+def _write_part(table: pa.Table, path: str) -> None:
+    """`table` as the Parquet file `path`, fsynced, under a temporary name until whole
+    (a task run again replaces it)."""
+    folder, name = path.rsplit("/", 1)
+    temporary = f"{folder}/.{name}"
+    pq.write_table(table, temporary)
+    with open(temporary, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def _complete(folder: Path) -> None:
+    sync_directory(folder)
+    replace_file(folder / COMPLETE, b"")
+
+
+_ARROW_STATE = {"identity": pa.binary(), "payload": pa.binary(), "count": pa.int64()}
+
+
+def _changes(found: pa.Table, flags: list[str], unique: bool, received: int) -> Changes:
     """The changes of the rows a step wanted (see `SinkState.diff`), worked out by Arrow:
     an identity new or gone, a payload replaced, or a row held more or fewer times."""
     payload, was_payload = found.column("payload"), found.column("was_payload")
@@ -574,6 +658,7 @@ def _changes(found: pa.Table, flags: list[str], unique: bool) -> Changes:
         *(table.column(c).to_pylist() for c in ("identity", "before", "after", "n")),
         flagged=frozenset(f for f in flags if pc.any(found.column(f)).as_py()),
         duplicate=min(duplicates, default=None),
+        received=received,
     )
 
 
@@ -868,7 +953,7 @@ class SinkJob:
                 replace_file(self.root / "progress.json", progress.to_json())
             state.keep_only(progress.version)
             seconds = {"evaluated": began - started, **changes.seconds, "delivered": time.perf_counter() - began}
-            self.status = Status(RUNNING, progress.rows, progress.offset, received=len(changes), seconds=seconds)
+            self.status = Status(RUNNING, progress.rows, progress.offset, received=changes.received, seconds=seconds)
             seen = version
             self._answer(asked)
 
