@@ -55,4 +55,4 @@ def test_killed_sink_sessions_deliver_every_change_once(spark, tmp_path, rounds)
     assert written - expected == Counter(), "written twice (or never produced)"
     assert expected - written == Counter(), "lost"
     (state,) = (data_dir / "sinks").glob("*/state/*")  # older states removed
-    assert (state / "_SUCCESS").exists()
+    assert (state / "complete").exists()

@@ -14,12 +14,19 @@ Spark, so that a step costs the driver and Kafka O(change), not O(relation):
   it);
 * the delivered state is Parquet, `(identity, payload, count)`, under the sink's folder,
   `state/<version>/`. A step groups the relation's pairs by identity together with the
-  state of the last committed version (one shuffle: both sides are unioned, tagged), and
-  Spark writes the result as the state of the next version — the new `(payload, count)`
-  beside the delivered one per identity — fsynced before the version's transaction;
-* only the identities whose payload or count differ (plus, for the checks, a key held by
-  two rows and rows a guard flags) are brought to the driver, as Arrow; the driver builds
+  state of the last committed version (one shuffle: both sides are unioned, tagged, so
+  each group holds the new and the delivered payload and count), in one Spark job whose
+  tasks each write their part of the next version's state (fsynced; the driver marks the
+  version `complete` before its transaction) and pass on only the identities whose
+  payload or count differ (plus, for the checks, a key held by two rows and rows a guard
+  flags);
+* those reach the driver as Arrow, which works out each one's change; the driver builds
   the messages of those alone.
+
+A relation and a state of at most `SMALL` (1,000) rows are grouped on the driver instead,
+by Arrow with the same rules: a Spark shuffle costs more than that many pairs, and sinks
+over small tables are the common case of tests and demos. A step finds out by collecting
+at most `SMALL + 1` rows of the relation.
 
 Two designs were weighed. Deltas from the store's commits (a commit's rows and retractions
 are the change of a source, so a view linear over one source could sink each commit's
@@ -522,7 +529,8 @@ class SinkState:
                         **{f: pa.array([False] * held) for f in flags},
                     }
                 ),
-            ]
+            ],
+            promote_options="permissive",  # a flag column of the relation may be NOT NULL
         )
         aggregates = [(c, "max") for c in ("payload", "was_payload")] + [(c, "sum") for c in ("count", "was_count")]
         grouped = tagged.group_by("identity").aggregate(aggregates + [(f, "max") for f in flags])
