@@ -19,7 +19,9 @@ first, before sluice's streams start.
 
 Then the end-to-end latency of the sink: one message produced to the source → its
 message visible in the sink's topic to a read_committed consumer, S samples, p50 and p99.
-Printed with the machine's load (`os.getloadavg`).
+After the first delivery and after the samples it prints what the sink's last step took,
+part by part (its status's `seconds`), and how many rows reached the driver. Printed with
+the machine's load (`os.getloadavg`), at the start and at the end.
 """
 
 from __future__ import annotations

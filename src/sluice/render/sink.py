@@ -465,7 +465,7 @@ class SinkState:
 
     def _delivered_arrow(self, version: int) -> pa.Table:
         """`(identity, payload, count)` of what version `version` delivered, on the driver."""
-        empty = pa.table({f.name: pa.array([], _ARROW_STATE[f.name]) for f in _STATE_SCHEMA.fields})
+        empty = pa.table({name: pa.array([], arrow_type) for name, arrow_type in _ARROW_STATE.items()})
         if version == 0:
             return empty
         legacy = self.legacy(version)
