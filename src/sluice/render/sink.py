@@ -37,6 +37,10 @@ The diff on Spark serves every relation with one mechanism and keeps the driver 
 at O(change); its Spark cost per step is a scan and a shuffle of the relation, which
 Spark runs on every core. A dead-letter table, append-only and whose rows carry their
 message's place, reads only the commits past what it delivered (`dead_letter_sink.py`).
+What a step over a large relation still costs is Spark's: evaluating it, encoding it
+(the Python UDF for columns the JVM cannot write with the encoder's bytes, such as
+doubles), and the shuffle — `Status.seconds` shows the parts of the last step, and
+`bench/sink.py` prints them.
 
 A relation with errors (a query over it would fail) delivers nothing: the sink is
 `stalled` with the error and tries again at the next change, so it resumes by itself once
