@@ -95,10 +95,10 @@ def wait_for(bootstrap: str, topic: str, count: int, start: float, failure=lambd
         time.sleep(0.1)
 
 
-def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path) -> float:
+def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path, partitions: int) -> float:
     """The hand-written job: seconds until `out` holds every message."""
     bootstrap = kafka.bootstrap
-    kafka.create_topic(out, 1)
+    kafka.create_topic(out, partitions)
 
     def produce_partition(rows) -> None:
         from confluent_kafka import Producer
@@ -136,12 +136,13 @@ def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path
         query.stop()
 
 
-def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, count: int) -> float:
+def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, count: int, partitions: int) -> float:
     """sluice's sink over the view `mv`: seconds from CREATE SINK until `out` holds every
     message."""
     start = time.perf_counter()
     session.execute(
-        f"CREATE SINK {name} FROM mv INTO KAFKA CONNECTION kafka (TOPIC '{out}') KEY (id) FORMAT JSON ENVELOPE UPSERT"
+        f"CREATE SINK {name} FROM mv INTO KAFKA CONNECTION kafka (TOPIC '{out}', TOPIC PARTITION COUNT {partitions}) "
+        "KEY (id) FORMAT JSON ENVELOPE UPSERT"
     )
     took = wait_for(kafka.bootstrap, out, count, start)
     print(f"  its last step: {step_parts(session, name)}", flush=True)
@@ -183,7 +184,7 @@ def latencies(kafka: EmbeddedKafka, out: str, samples: int, first_id: int) -> li
         {"bootstrap.servers": kafka.bootstrap, "group.id": "bench-sink-latency", "isolation.level": "read_committed",
          "fetch.wait.max.ms": 10, "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(out, 0, OFFSET_END)])
+    consumer.assign([TopicPartition(out, p, OFFSET_END) for p in watermarks(kafka.bootstrap, out, {})])
     parsed = fastavro.parse_schema(SCHEMA)
     found: list[float] = []
     try:
@@ -222,7 +223,11 @@ def main() -> None:
         # The baseline's rounds run before sluice's streams exist: a round of it with them
         # running stalled (its stream got no micro-batch through), so the sides take turns
         # per run, not per round.
-        base = [baseline(kafka, "orders", f"base{r}", n, Path(scratch) / f"base{r}") for r in range(args.rounds)]
+        # Output topics have as many partitions as the input: the embedded broker holds
+        # about 100,000 messages a partition, and a fuller one stalls its producers.
+        base = [
+            baseline(kafka, "orders", f"base{r}", n, Path(scratch) / f"base{r}", args.partitions) for r in range(args.rounds)
+        ]
         for r, base_s in enumerate(base):
             print(f"round {r}: pyspark foreachBatch producer {n / base_s:10,.0f} messages/s ({base_s:.1f} s)", flush=True)
         session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
@@ -234,7 +239,7 @@ def main() -> None:
         print(f"materialized view: {rows:,} rows, caught up in {view_s:.1f} s", flush=True)
         best_base, best_ours = min(base), float("inf")
         for r in range(args.rounds):
-            ours_s = ours(session, kafka, f"s{r}", f"out{r}", n)
+            ours_s = ours(session, kafka, f"s{r}", f"out{r}", n, args.partitions)
             print(f"round {r}: sluice sink                 {n / ours_s:10,.0f} messages/s ({ours_s:.1f} s)", flush=True)
             best_ours = min(best_ours, ours_s)
             same_messages(kafka.bootstrap, f"base{r}", f"out{r}")
