@@ -7,7 +7,7 @@ Usage: python bench/sink.py [--messages N] [--partitions P] [--rounds R] [--samp
 
 The input is N Avro orders (Confluent wire format) over P partitions, read by both sides
 with sluice's Kafka reader. sluice: `CREATE MATERIALIZED VIEW mv AS SELECT id, customer,
-amount FROM orders`, then `CREATE SINK … FROM mv … KEY (id) FORMAT JSON ENVELOPE UPSERT`,
+amount FROM orders`, then `CREATE SINK … FROM mv … KEY (id) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT`,
 timed from CREATE SINK until its topic holds all N messages (read_committed). The
 baseline: a streaming query whose `foreachBatch` encodes key and value with Spark's
 `to_json` and produces each Spark partition from the executors with an idempotent
@@ -19,7 +19,9 @@ first, before sluice's streams start.
 
 Then the end-to-end latency of the sink: one message produced to the source → its
 message visible in the sink's topic to a read_committed consumer, S samples, p50 and p99.
-Printed with the machine's load (`os.getloadavg`).
+After the first delivery and after the samples it prints what the sink's last step took,
+part by part (its status's `seconds`), and how many rows reached the driver. Printed with
+the machine's load (`os.getloadavg`), at the start and at the end.
 """
 
 from __future__ import annotations
@@ -93,10 +95,10 @@ def wait_for(bootstrap: str, topic: str, count: int, start: float, failure=lambd
         time.sleep(0.1)
 
 
-def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path) -> float:
+def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path, partitions: int) -> float:
     """The hand-written job: seconds until `out` holds every message."""
     bootstrap = kafka.bootstrap
-    kafka.create_topic(out, 1)
+    kafka.create_topic(out, partitions)
 
     def produce_partition(rows) -> None:
         from confluent_kafka import Producer
@@ -134,14 +136,24 @@ def baseline(kafka: EmbeddedKafka, source: str, out: str, count: int, root: Path
         query.stop()
 
 
-def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, count: int) -> float:
+def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, count: int, partitions: int) -> float:
     """sluice's sink over the view `mv`: seconds from CREATE SINK until `out` holds every
     message."""
     start = time.perf_counter()
     session.execute(
-        f"CREATE SINK {name} FROM mv INTO KAFKA CONNECTION kafka (TOPIC '{out}') KEY (id) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT"
+        f"CREATE SINK {name} FROM mv INTO KAFKA CONNECTION kafka (TOPIC '{out}', TOPIC PARTITION COUNT {partitions}) "
+        "KEY (id) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT"
     )
-    return wait_for(kafka.bootstrap, out, count, start)
+    took = wait_for(kafka.bootstrap, out, count, start)
+    print(f"  its last step: {step_parts(session, name)}", flush=True)
+    return took
+
+
+def step_parts(session: sluice.Session, name: str) -> str:
+    """What the last step of sink `name` took, part by part, and the changes it received."""
+    (job,) = [j for j in session._sinks.jobs.values() if j.sink.name == name]
+    parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in job.status.seconds.items())
+    return f"{parts}; {job.status.received:,} changes to the driver"
 
 
 def same_messages(bootstrap: str, a: str, b: str, sample: int = 1000) -> None:
@@ -172,7 +184,7 @@ def latencies(kafka: EmbeddedKafka, out: str, samples: int, first_id: int) -> li
         {"bootstrap.servers": kafka.bootstrap, "group.id": "bench-sink-latency", "isolation.level": "read_committed",
          "fetch.wait.max.ms": 10, "enable.auto.commit": False}
     )
-    consumer.assign([TopicPartition(out, 0, OFFSET_END)])
+    consumer.assign([TopicPartition(out, p, OFFSET_END) for p in watermarks(kafka.bootstrap, out, {})])
     parsed = fastavro.parse_schema(SCHEMA)
     found: list[float] = []
     try:
@@ -202,6 +214,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args()
     n = args.messages
+    print(f"load average at start {os.getloadavg()}", flush=True)
     os.environ["SLUICE_CATCH_UP_TIMEOUT"] = "3600"
     schema_sql = json.dumps(SCHEMA).replace("'", "''")
     with EmbeddedKafka() as kafka, sluice.Session() as session, tempfile.TemporaryDirectory() as scratch:
@@ -210,7 +223,11 @@ def main() -> None:
         # The baseline's rounds run before sluice's streams exist: a round of it with them
         # running stalled (its stream got no micro-batch through), so the sides take turns
         # per run, not per round.
-        base = [baseline(kafka, "orders", f"base{r}", n, Path(scratch) / f"base{r}") for r in range(args.rounds)]
+        # Output topics have as many partitions as the input: the embedded broker holds
+        # about 100,000 messages a partition, and a fuller one stalls its producers.
+        base = [
+            baseline(kafka, "orders", f"base{r}", n, Path(scratch) / f"base{r}", args.partitions) for r in range(args.rounds)
+        ]
         for r, base_s in enumerate(base):
             print(f"round {r}: pyspark foreachBatch producer {n / base_s:10,.0f} messages/s ({base_s:.1f} s)", flush=True)
         session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
@@ -222,13 +239,14 @@ def main() -> None:
         print(f"materialized view: {rows:,} rows, caught up in {view_s:.1f} s", flush=True)
         best_base, best_ours = min(base), float("inf")
         for r in range(args.rounds):
-            ours_s = ours(session, kafka, f"s{r}", f"out{r}", n)
+            ours_s = ours(session, kafka, f"s{r}", f"out{r}", n, args.partitions)
             print(f"round {r}: sluice sink                 {n / ours_s:10,.0f} messages/s ({ours_s:.1f} s)", flush=True)
             best_ours = min(best_ours, ours_s)
             same_messages(kafka.bootstrap, f"base{r}", f"out{r}")
             if r + 1 < args.rounds:
                 session.execute(f"DROP SINK s{r}")
         lat = latencies(kafka, f"out{args.rounds - 1}", args.samples, n)
+        print(f"the sink's last step after the latency samples: {step_parts(session, f's{args.rounds - 1}')}")
     lat.sort()
     p99 = lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))]
     print(f"messages: {n:,} over {args.partitions} partitions; load average {os.getloadavg()}")

@@ -10,9 +10,14 @@ import struct
 
 import fastavro
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sluice
+from sluice.catalog.formats import Json
+from sluice.catalog.types import BIGINT, BOOLEAN, DOUBLE, TEXT, Column
 from sluice.kafka.embedded import produce
+from sluice.render.sink import encoded
 from tests.registry import Registry
 from tests.sinks import read_committed, upserted
 
@@ -187,3 +192,47 @@ def test_consume_stops_at_the_end_of_a_transactional_topic(kafka) -> None:
             producer.abort_transaction(10)
     lines = list(consume(kafka.bootstrap, "tx", from_beginning=True, exit_at_end=True))
     assert lines[1:] == ["0\t0\tk\t1\t"]  # the aborted message is not read, and the end is reached
+
+
+def test_a_small_change_to_a_large_relation_brings_only_the_change(session, kafka) -> None:
+    session.execute_script(
+        """
+        CREATE TABLE t (a int, b text);
+        INSERT INTO t VALUES {rows};
+        CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
+        """.format(rows=", ".join(f"({a}, 'row {a}')" for a in range(1, 3001)))
+    )
+    session.drain_sinks(DRAIN_SECONDS)
+    (job,) = session._sinks.jobs.values()
+    assert (job.status.state, job.status.rows, job.status.received) == ("running", 3000, 3000)
+    session.execute("UPDATE t SET b = 'changed' WHERE a = 1234")
+    session.drain_sinks(DRAIN_SECONDS)
+    # The driver received the one changed key, not the 3,000 rows, and wrote one message.
+    assert (job.status.state, job.status.rows, job.status.received) == ("running", 3001, 1)
+    messages = read_committed(kafka.bootstrap, "out")
+    assert messages[3000:] == [(b'{"a":1234}', b'{"a":1234,"b":"changed"}')]
+    assert upserted(messages) == {
+        json.dumps({"a": a}).replace(" ", "").encode(): json.dumps({"a": a, "b": "changed" if a == 1234 else f"row {a}"}, separators=(",", ":")).encode()
+        for a in range(1, 3001)
+    }
+
+
+ROWS = st.lists(
+    st.tuples(
+        st.none() | st.integers(-(2**63), 2**63 - 1),
+        st.none() | st.text(st.characters(codec="utf-8", max_codepoint=0x10FFFF), max_size=6),
+        st.none() | st.booleans(),
+        st.none() | st.floats(),
+    ),
+    min_size=1,
+    max_size=200,
+)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=ROWS)
+def test_json_made_in_the_jvm_is_the_encoders_bytes(spark, rows) -> None:
+    fmt = Json((Column("id", BIGINT, True), Column("t\u00e9\"xt", TEXT, True), Column("b", BOOLEAN, True), Column("d", DOUBLE, True)))
+    frame = spark.createDataFrame(rows, "id bigint, `t\u00e9\"xt` string, b boolean, d double")
+    got = [bytes(r[0]) for r in frame.select(encoded(fmt, frame, tuple(frame.columns))).collect()]
+    assert got == [fmt.encode(row) for row in rows]

@@ -219,9 +219,29 @@ class Json(Format):
         return JsonDecoder()
 
     def encode(self, values: Sequence) -> bytes:
-        """A JSON object of the row, keys in column order."""
-        row = _shaped_row(self.columns, values, _json_scalar)
-        return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        """A JSON object of the row, keys in column order: `{"name":value,…}`, each name
+        as JSON's string and each value as `value_text` writes it."""
+        members = (
+            _json_text(column.name) + ":" + self.value_text(index, value)
+            for index, (column, value) in enumerate(zip(self.columns, values, strict=True))
+        )
+        return ("{" + ",".join(members) + "}").encode("utf-8")
+
+    def value_text(self, index: int, value: Any) -> str:
+        """The JSON text of column `index`'s `value` inside the object `encode` writes."""
+        return _json_text(_shaped(self.columns[index].type, value, _json_scalar))
+
+
+# What `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` uses, made once: a
+# sink encodes every value of a column with it.
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_text(value: Any) -> str:
+    # Numbers as the encoder writes them (int's and float's repr), without its overhead.
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return repr(value)
+    return _JSON_TEXT.encode(value)
 
 
 @dataclass(frozen=True)

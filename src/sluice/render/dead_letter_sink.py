@@ -20,9 +20,12 @@ data, not an exception thrown by a stage), `exception.class.name` and
 tools that group by them.
 
 It plugs into the sink engine (`render/sink.py`) as a `SinkEnvelope`: a row's identity is
-its message's place (partition, offset), so a row is written once however often the
-table is read again; a dead-letter table is append-only, so a row never goes and nothing
-is written for a removal.
+its message's place (partition, offset). A dead-letter table is append-only and its rows
+carry that place, so a step needs no delivered state: it reads only the commits of the
+source's store past the source offsets the sink's last progress record says it delivered
+(`read`, `{partition: next offset}`, which survives compaction: a compacted base keeps
+every dead-letter row with its place), delivers their dead-letter rows past those
+offsets, in offset order, and records where those commits end in the same transaction.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from pyspark.sql import functions as F
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.render.sink import Change, Message, SinkEnvelope, register_envelope
+from sluice.errors import StoreDamaged
+from sluice.render.sink import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
 from sluice.render.spark import spark
 from sluice.render.store import Store
 
@@ -95,12 +99,39 @@ class DeadLetters(SinkEnvelope):
             yield Message(_bytes(row.get("key")), _bytes(row.get("value")), original + context)
 
 
-def dead_letter_frame(store: Store, source: Item) -> DataFrame:
-    """The dead-letter rows `store` (the source's) committed, with the Kafka headers each
-    keeps (none, from a store written before dead-letter rows kept them)."""
-    rows = store.collection(spark(), source).dead_letters
-    headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
-    return rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
+def new_dead_letters(store: Store, source: Item, envelope: SinkEnvelope, state: SinkState, progress: Progress) -> Changes:
+    """The dead-letter rows `store` (the source's) committed past the offsets `progress`
+    delivered, in the order of their messages, with the Kafka headers each keeps (none,
+    from a store written before dead-letter rows kept them), and where the commits read
+    end (`Changes.read`)."""
+    since = _delivered_offsets(state, progress)
+    try:
+        rows, end = store.dead_letters_since(spark(), source, {int(p): o for p, o in since.items()})
+        headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
+        frame = rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
+        found = frame.orderBy("partition", "offset").select(*envelope.shape(frame)).toArrow()
+    finally:
+        store.release()
+    identities, payloads = (found.column(i).to_pylist() for i in (0, 1))
+    count = len(identities)
+    read = {str(p): o for p, o in end.items()}
+    return Changes(identities, [None] * count, payloads, [1] * count, read=read, received=count)
+
+
+def _delivered_offsets(state: SinkState, progress: Progress) -> dict[str, int]:
+    """`{partition: next offset}` whose dead-letter rows `progress` delivered — for a sink
+    an older sluice delivered (a state of identities `partition:offset`, no `read`), past
+    the last identity of each partition."""
+    if progress.read is not None or progress.version == 0:
+        return progress.read or {}
+    legacy = state.legacy(progress.version)
+    if legacy is None:
+        raise StoreDamaged(f"the progress of the sink's committed version {progress.version} has no offsets read")
+    since: dict[str, int] = {}
+    for identity in legacy.column("identity").to_pylist():
+        partition, offset = identity.decode().split(":")
+        since[partition] = max(since.get(partition, 0), int(offset) + 1)
+    return since
 
 
 def _bytes(text: str | None) -> bytes | None:

@@ -4,10 +4,11 @@ continuous ingestion."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,10 +27,10 @@ from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_t
 from sluice.kafka.retry import SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
-from sluice.render.dead_letter_sink import dead_letter_frame
+from sluice.render.dead_letter_sink import new_dead_letters
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
-from sluice.render.sink import Sinks
+from sluice.render.sink import Changes, Progress, SinkEnvelope, Sinks, SinkState
 from sluice.render.source import SourceRead, retry_policy
 from sluice.render.spark import spark
 from sluice.render.store import Store
@@ -170,14 +171,21 @@ def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableSt
 
     relation = catalog.by_id(sink.details.source)
 
-    def evaluate(envelope):
+    def evaluate(envelope: SinkEnvelope, state: SinkState, progress: Progress) -> Changes:
         stores = live_stores(streams, catalog, item_ids, frozenset(sources))
-        if relation.kind == kinds.DEAD_LETTER_TABLE:  # its rows with the headers they keep
-            frame = dead_letter_frame(stores[relation.details.source], catalog.by_id(relation.details.source))
-            rows = frame.select(*envelope.shape(frame)).collect()
-        else:
-            rows = run_snapshot(plan, catalog, tables, stores, lambda frame: list(envelope.shape(frame)))[1]
-        return [(bytes(identity), None if payload is None else bytes(payload)) for identity, payload in rows]
+        if relation.kind == kinds.DEAD_LETTER_TABLE:
+            source = catalog.by_id(relation.details.source)
+            return new_dead_letters(stores[source.id], source, envelope, state, progress)
+        queries = renderer(catalog, tables, stores)
+        with _reported(plan, catalog, queries):
+            frame, guards, width = queries.prepare(plan, lambda frame: list(envelope.shape(frame)))
+            flags = frame.columns[width:]
+            shaped = frame.toDF("identity", "payload", *flags)
+            changes = state.diff(shaped, progress.version, flags, envelope.unique)
+            error = queries.unread_error(frame, guards, set(changes.flagged))
+            if error is not None:
+                raise error
+            return changes
 
     sinks.start(sink, catalog, evaluate, version)
 
@@ -191,15 +199,22 @@ def run_snapshot(
 ) -> tuple[tuple[str, ...], list[tuple]]:
     """The query's rows (projected by `shape`, given its frame)."""
     queries = renderer(catalog, tables, stores)
-    try:
+    with _reported(plan, catalog, queries):
         rows = [tuple(_value(v) for v in row) for row in queries.collect(plan, shape)]
+    return tuple(c.name for c in plan.columns), rows
+
+
+@contextlib.contextmanager
+def _reported(plan: QueryPlan, catalog: Catalog, queries: QueryRenderer) -> Iterator[None]:
+    """Run the query `queries` renders inside, its failures as SQL errors; close it after."""
+    try:
+        yield
     except SqlError as e:
         raise _with_hint(e, plan, catalog)
     except (PySparkException, Py4JJavaError) as e:
         raise _with_hint(_failure(e, "query failed on Spark", queries), plan, catalog) from None
     finally:
         queries.close()
-    return tuple(c.name for c in plan.columns), rows
 
 
 # Errors a source's messages brought, which the source's error handling can keep out.

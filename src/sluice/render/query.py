@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from sluice.catalog import items as kinds
 from sluice.catalog.store import Catalog
@@ -166,7 +166,9 @@ class QueryRenderer:
         other guards are looked at once their rows are in."""
         frame, guards, width = self.prepare(plan, shape)
         rows = frame.collect()
-        error = self._unread_error(frame, guards, rows)
+        columns = frame.columns
+        flagged = {g.flag for g in guards if g.flag is not None and any(r[columns.index(g.flag)] for r in rows)}
+        error = self.unread_error(frame, guards, flagged)
         if error is not None:
             raise error
         return [tuple(row[:width]) for row in rows]
@@ -205,14 +207,13 @@ class QueryRenderer:
         failing = union.where(raised.isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
-    def _unread_error(self, frame: DataFrame, guards: list[Guard], rows: list[Row]) -> SqlError | None:
+    def unread_error(self, frame: DataFrame, guards: list[Guard], flagged: set[str]) -> SqlError | None:
         """The first error of the guards checked in the run's own pass (a guard read in
-        the job had none, or the job would have failed)."""
-        columns = frame.columns
+        the job had none, or the job would have failed), `flagged` being the flag columns
+        set in some row of `frame` once it ran."""
         for guard in guards:
             if guard.flag is not None:
-                index = columns.index(guard.flag)
-                suspect = any(row[index] for row in rows)
+                suspect = guard.flag in flagged
             elif guard.observed is not None:
                 counted = _observed(frame, guard.observed.name)
                 suspect = counted != (guard.observed.messages, False)

@@ -5,40 +5,75 @@ table or a view over them; none of these is a Spark streaming query whose output
 change stream (a view is evaluated at read time over its sources' committed batches, a
 table is a file replaced per statement). So a sink works as SUBSCRIBE does: each time
 what the relation reads changes (a source commits a micro-batch, a table is written) it
-evaluates the relation's snapshot and diffs it against the snapshot it last delivered.
-The heavy parts run on Spark: evaluating the relation, and encoding every row into the
-bytes its messages carry (an Arrow-batched Python UDF on the executors, with the format
-registry's encoders — one encoder per format, whatever writes it). The driver receives
-one pair of byte strings per row — the row's *identity* and its *payload* — and diffs
-them against the last delivered state with a dictionary lookup per row, which is cheap
-next to evaluating and encoding. A snapshot with errors (a query over the relation would
-fail) delivers nothing: the sink is `stalled` with the error and tries again at the next
-change, so it resumes by itself once the error is retracted.
+evaluates the relation and diffs it against what it last delivered — and the diff runs on
+Spark, so that a step costs the driver and Kafka O(change), not O(relation):
+
+* each row is encoded on the executors into two byte strings, its *identity* and its
+  *payload* (`SinkEnvelope.shape`; JSON in the JVM, other formats by an Arrow-batched
+  Python UDF over the format registry's encoders — one encoder per format, whatever writes
+  it);
+* the delivered state is Parquet, `(identity, payload, count)`, under the sink's folder,
+  `state/<version>/`. A step groups the relation's pairs by identity together with the
+  state of the last committed version (one shuffle: both sides are unioned, tagged, so
+  each group holds the new and the delivered payload and count), in one Spark job whose
+  tasks each write their part of the next version's state (fsynced; the driver marks the
+  version `complete` before its transaction) and pass on only the identities whose
+  payload or count differ (plus, for the checks, a key held by two rows and rows a guard
+  flags);
+* those reach the driver as Arrow, which works out each one's change; the driver builds
+  the messages of those alone.
+
+A relation and a state of at most `SMALL` (1,000) rows are grouped on the driver instead,
+by Arrow with the same rules: a Spark shuffle costs more than that many pairs, and sinks
+over small tables are the common case of tests and demos. A step finds out by collecting
+at most `SMALL + 1` rows of the relation.
+
+Two designs were weighed. Deltas from the store's commits (a commit's rows and retractions
+are the change of a source, so a view linear over one source could sink each commit's
+rows alone) would make Spark's part O(change) too, but they serve only sources and views
+that are filters and projections of one source, not tables (a file replaced per
+statement), joins or aggregates, and the unique-key check needs the delivered keys anyway.
+The diff on Spark serves every relation with one mechanism and keeps the driver and Kafka
+at O(change); its Spark cost per step is a scan and a shuffle of the relation, which
+Spark runs on every core. A dead-letter table, append-only and whose rows carry their
+message's place, reads only the commits past what it delivered (`dead_letter_sink.py`).
+What a step over a large relation still costs is Spark's: evaluating it, encoding it
+(the Python UDF for columns the JVM cannot write with the encoder's bytes, such as
+doubles), and the shuffle — `Status.seconds` shows the parts of the last step, and
+`bench/sink.py` prints them.
+
+A relation with errors (a query over it would fail) delivers nothing: the sink is
+`stalled` with the error and tries again at the next change, so it resumes by itself once
+the error is retracted. A KEY that two rows share stalls it as well (23505).
 
 **Envelopes, the extension point.** How rows become identities, payloads and messages is
 a `SinkEnvelope`: `shape(frame)` gives the two Spark columns (identity, payload) of the
 relation's frame, and `messages(change)` turns one `Change` (identity, payload before,
 payload after, each None when absent) into the `Message`s it writes (key, value,
-headers). `Upsert` (key = KEY columns, value = the row, a deleted key a tombstone) and
-`Debezium` (value `{"before": …, "after": …}`, with or without a KEY) are here; a relation
-whose change rows become messages differently — a dead-letter table's rows becoming Kafka
-Connect DLQ messages with their original key, value and headers plus context headers — is
-another `SinkEnvelope`, registered with `register_envelope(accepts, make)`: `accepts(sink,
-relation)` chooses it, `make(sink, catalog)` builds it. The loop never changes for it.
+headers); `batch(changes)` does it for a step's `Changes` at once (an envelope may do it
+without a Python object per change). `Upsert` (key = KEY columns, value = the row, a
+deleted key a tombstone) and `Debezium` (value `{"before": …, "after": …}`, with or
+without a KEY) are here; a relation whose change rows become messages differently — a
+dead-letter table's rows becoming Kafka Connect DLQ messages with their original key,
+value and headers plus context headers — is another `SinkEnvelope`, registered with
+`register_envelope(accepts, make)`: `accepts(sink, relation)` chooses it, `make(sink,
+catalog)` builds it. The loop never changes for it.
 
 **Exactly once.** Each sink has one transactional producer (`transactional.id` the
-sink's identity, `sluice-sink-<uuid>`, see `sink_identity`). A step that has changes writes the new state (the delivered
-snapshot's identities and payloads, fsynced, as `state/<version>`) first, then, in one
-Kafka transaction, the step's messages and a progress record in the connection's progress
-topic `_sluice-progress` (key the sink's identity, value `{"version": n, "rows": total
-written, "offset": last offset}`; Materialize keeps such a topic, `_materialize-progress-…`,
-keyed `mz-sink-<id>`), and commits; older states are removed
+sink's identity, `sluice-sink-<uuid>`, see `sink_identity`). A step that has changes writes
+the new state (`state/<version>`, fsynced) first, then, in one Kafka transaction, the
+step's messages and a progress record in the connection's progress topic
+`_sluice-progress` (key the sink's identity, value `{"version": n, "rows": total written,
+"offset": last offset, "read": …}` — `read`, for a dead-letter sink, the source offsets
+whose dead-letter rows are delivered; Materialize keeps such a topic,
+`_materialize-progress-…`, keyed `mz-sink-<id>`), and commits; older states are removed
 after. On start the producer is initialised (which fences a previous incarnation and
 aborts its open transaction), the sink reads its last committed progress record with
 `isolation.level=read_committed`, and resumes from the state of exactly that version,
 discarding any newer state a crash left uncommitted. So whatever instant a process dies
 at, the topic read with read_committed holds every change once: a step either committed
-(its state is the one resumed from) or did not (it is computed again).
+(its state is the one resumed from) or did not (it is computed again). A state written by
+an older sluice (`state/<version>.arrow`, Arrow IPC) is read as the delivered state.
 
 **Faults.** A Kafka or registry fault (a broker unreachable, a transaction that failed)
 aborts the step's transaction; the sink shows `failed` with the reason and retries with
@@ -54,19 +89,21 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc
+import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from sluice.catalog.files import replace_file, sync_directory
-from sluice.catalog.formats import AvroRegistry, Format
+from sluice.catalog.formats import AvroRegistry, Format, Json
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
@@ -87,8 +124,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 STARTING, RUNNING, STALLED, FAILED = "starting", "running", "stalled", "failed"
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
@@ -104,6 +140,31 @@ class Change:
     before: bytes | None
     after: bytes | None
     count: int = 1
+
+
+@dataclass
+class Changes:
+    """A step's changes, column by column as they come from Spark (`Change`s on
+    iteration), with what the step found beside them: the guard flags set in some row of
+    the relation (`flagged`), an identity two rows share (`duplicate`, for an envelope
+    whose identities are unique), and, for a dead-letter sink, the source offsets whose
+    rows it read (`read`)."""
+
+    identity: list[bytes] = field(default_factory=list)
+    before: list[bytes | None] = field(default_factory=list)
+    after: list[bytes | None] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+    flagged: frozenset[str] = frozenset()
+    duplicate: bytes | None = None
+    read: dict[str, int] | None = None
+    received: int = 0  # rows the driver received to find them
+    seconds: dict[str, float] = field(default_factory=dict)  # what its parts took
+
+    def __len__(self) -> int:
+        return len(self.identity)
+
+    def __iter__(self) -> Iterator[Change]:
+        return map(Change, self.identity, self.before, self.after, self.count)
 
 
 class SinkEnvelope:
@@ -122,13 +183,80 @@ class SinkEnvelope:
     def messages(self, change: Change) -> Iterator[Message]:
         raise NotImplementedError
 
+    def batch(self, changes: Changes) -> Iterable[Message]:
+        """The messages of a step's changes, in order."""
+        return (message for change in changes for message in self.messages(change))
+
 
 def encoded(fmt: Format, frame: DataFrame, columns: tuple[str, ...], body: bool = False) -> SparkColumn:
     """`columns` of `frame` encoded by `fmt` (its unframed Avro body, with `body`), on
-    the executors: an Arrow-batched Python UDF calling the format's encoder."""
-    udf = F.udf(RowBytes(fmt, body), T.BinaryType(), useArrow=True)
+    the executors: JSON assembled in the JVM (see `_json_object`), any other format by an
+    Arrow-batched Python UDF calling the format's encoder."""
     types = dict((f.name, f.dataType) for f in frame.schema.fields)
+    if isinstance(fmt, Json):
+        return _json_object(fmt, [(c, types[c]) for c in columns])
+    udf = F.udf(RowBytes(fmt, body), T.BinaryType(), useArrow=True)
     return udf(F.struct(*(_jsonable(c, types[c]) for c in columns)))
+
+
+# Column types whose JSON text Spark writes with exactly the bytes of `Json.value_text`:
+# integers (their digits) and booleans; text too (see `_json_string`). Doubles are not
+# among them: Java prints 1e16 as `1.0E16` and, before JDK 19, some doubles with more
+# digits than the shortest that Python's `repr` writes.
+_JVM_INTEGERS = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+
+
+def _json_object(fmt: Json, columns: list[tuple[str, T.DataType]]) -> SparkColumn:
+    """The bytes of `fmt.encode(row)`, made in the JVM: the object's braces, names and
+    commas are constants, the values of integer, boolean and text columns are Spark
+    expressions, and only the values of other columns (floats, numerics, dates, records,
+    …) go through a Python UDF calling `fmt.value_text`."""
+    parts = []
+    for index, ((name, data_type), column) in enumerate(zip(columns, fmt.columns, strict=True)):
+        value = _col(name)
+        sql_type = column.type.name
+        if sql_type in ("smallint", "integer", "bigint") and isinstance(data_type, _JVM_INTEGERS):
+            text = value.cast("string")
+        elif sql_type == "boolean" and isinstance(data_type, T.BooleanType):
+            text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
+        elif sql_type == "text" and isinstance(data_type, T.StringType):
+            text = _json_string(value)
+        else:
+            udf = F.udf(ValueText(fmt, index), T.StringType(), useArrow=True)
+            text = udf(_jsonable(name, data_type))
+        opening = ("," if index else "{") + json.dumps(column.name, ensure_ascii=False) + ":"
+        parts += [F.lit(opening), F.coalesce(text, F.lit("null"))]
+    return F.encode(F.concat(*parts, F.lit("}")) if parts else F.lit("{}"), "UTF-8")
+
+
+def _json_string(value: SparkColumn) -> SparkColumn:
+    """A text value as Python's `json.dumps` writes it (ensure_ascii off). Spark's own
+    (Jackson's) is the same but for control characters without a short escape, which it
+    writes `\\u001F` where Python writes `\\u001f`; a value holding one is escaped here
+    character by character, in the JVM still."""
+    jackson = F.to_json(F.array(value))  # ["…"]
+    spark_text = jackson.substr(F.lit(2), F.length(jackson) - 2)
+    escaped = value
+    for char in ("\\", '"', *(chr(c) for c in range(32))):
+        escaped = F.replace(escaped, F.lit(char), F.lit(json.dumps(char)[1:-1]))
+    python_text = F.concat(F.lit('"'), escaped, F.lit('"'))
+    return F.when(value.rlike("[\\x00-\\x07\\x0b\\x0e-\\x1f]"), python_text).otherwise(spark_text)
+
+
+def _col(name: str) -> SparkColumn:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+@dataclass(frozen=True)
+class ValueText:
+    """A column's JSON text as `fmt` writes it in its object: a sink's UDF for a column
+    Spark cannot write itself."""
+
+    fmt: Json
+    index: int
+
+    def __call__(self, value) -> str:
+        return self.fmt.value_text(self.index, _plain(value))
 
 
 @dataclass(frozen=True)
@@ -145,7 +273,7 @@ class RowBytes:
 
 
 def _jsonable(name: str, data_type: T.DataType) -> SparkColumn:
-    column = F.col("`" + name.replace("`", "``") + "`")
+    column = _col(name)
     # A jsonb queried through a view is a VARIANT; encoders take its JSON text.
     return F.to_json(column).alias(name) if isinstance(data_type, T.VariantType) else column
 
@@ -224,6 +352,9 @@ class Upsert(SinkEnvelope):
     def messages(self, change: Change) -> Iterator[Message]:
         yield Message(change.identity, change.after)
 
+    def batch(self, changes: Changes) -> Iterable[Message]:
+        return map(Message, changes.identity, changes.after)
+
 
 class Debezium(SinkEnvelope):
     """Value `{"before": row, "after": row}`; keyed by the KEY columns if there are any,
@@ -294,55 +425,262 @@ def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
 
 
 class SinkState:
-    """What a sink delivered: `identity → (payload, count)` at each committed version, in
-    `<sink dir>/state/<version>.arrow` (Arrow IPC, fsynced before the version's commit)."""
+    """What a sink delivered: `(identity, payload, count)` at each committed version, as
+    Parquet under `<sink dir>/state/<version>/`, one file per task of the step that wrote
+    it, and `complete` once all are there and fsynced — before the version's commit (see
+    the module docstring)."""
 
     def __init__(self, root: Path) -> None:
         self.dir = root / "state"
 
     def path(self, version: int) -> Path:
-        return self.dir / f"{version}.arrow"
+        return self.dir / str(version)
 
-    def load(self, version: int) -> dict[bytes, tuple[bytes | None, int]]:
-        if version == 0:
-            return {}
+    def legacy(self, version: int) -> pa.Table | None:
+        """The state of `version` an older sluice wrote (`<version>.arrow`), if it did."""
+        path = self.dir / f"{version}.arrow"
+        if version == 0 or not path.exists():
+            return None
         try:
-            with pa.memory_map(str(self.path(version))) as source:
-                table = pa.ipc.open_file(source).read_all()
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_file(source).read_all()
         except (OSError, pa.ArrowInvalid) as e:
-            raise StoreDamaged(
-                f"the state of the sink's committed version {version} is damaged: {e}",
-                hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
-            ) from None
-        columns = table.to_pydict()
-        return {
-            i: (p, c) for i, p, c in zip(columns["identity"], columns["payload"], columns["count"], strict=True)
-        }
+            raise self._damaged(version, e) from None
 
-    def write(self, version: int, rows: dict[bytes, tuple[bytes | None, int]]) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        table = pa.table(
-            {
-                "identity": pa.array(list(rows), pa.binary()),
-                "payload": pa.array([p for p, _ in rows.values()], pa.binary()),
-                "count": pa.array([c for _, c in rows.values()], pa.int64()),
-            }
+    def _damaged(self, version: int, error: Exception | str) -> StoreDamaged:
+        return StoreDamaged(
+            f"the state of the sink's committed version {version} is damaged: {error}",
+            hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
         )
-        tmp = self.dir / f".{version}.arrow"
-        with open(tmp, "wb") as f:
-            with pa.ipc.new_file(f, table.schema) as writer:
-                writer.write_table(table)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path(version))
-        sync_directory(self.dir)
+
+    def _files(self, version: int) -> list[Path]:
+        """The Parquet parts of the (complete) state of `version`."""
+        path = self.path(version)
+        if not (path / COMPLETE).exists():
+            raise self._damaged(version, f'folder "{path}" is missing or incomplete')
+        return sorted(path.glob("part-*.parquet"))
+
+    def _held(self, version: int) -> int:
+        """How many identities the state of `version` holds (from the parts' footers)."""
+        if version == 0:
+            return 0
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return legacy.num_rows
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in self._files(version))
+
+    def _delivered_arrow(self, version: int) -> pa.Table:
+        """`(identity, payload, count)` of what version `version` delivered, on the driver."""
+        empty = pa.table({name: pa.array([], arrow_type) for name, arrow_type in _ARROW_STATE.items()})
+        if version == 0:
+            return empty
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return legacy.select(["identity", "payload", "count"])
+        parts = [pq.read_table(f) for f in self._files(version)]
+        return pa.concat_tables([empty, *parts], promote_options="default")
+
+    def _delivered(self, spark: SparkSession, version: int) -> DataFrame | None:
+        """`(identity, payload, count)` of what version `version` delivered, on Spark (None: nothing)."""
+        if version == 0:
+            return None
+        legacy = self.legacy(version)
+        if legacy is not None:
+            return spark.createDataFrame(legacy.select(["identity", "payload", "count"]))
+        files = [str(f) for f in self._files(version)]
+        return spark.read.schema(_STATE_SCHEMA).parquet(*files) if files else None
+
+    def diff(self, frame: DataFrame, version: int, flags: list[str], unique: bool) -> Changes:
+        """Write the state of `version + 1` from `frame` — the relation's `identity`,
+        `payload` and guard `flags` columns — and return how it differs from `version`'s.
+        A relation and a state both of at most `SMALL` rows are diffed on the driver, in
+        Arrow (a Spark shuffle costs more than that); any other on Spark."""
+        target = self.path(version + 1)
+        _remove_path(target)  # what an earlier attempt at this version left
+        target.mkdir(parents=True)
+        began = time.perf_counter()
+        if self._held(version) <= SMALL:
+            probe = frame.limit(SMALL + 1).toArrow()
+            if probe.num_rows <= SMALL:
+                changes = self._diff_here(probe, version, flags, unique, target)
+                changes.seconds = {"diffed on the driver": time.perf_counter() - began}
+                return changes
+        changes = self._diff_on_spark(frame, version, flags, unique, target)
+        changes.seconds = {"diffed on Spark": time.perf_counter() - began}
+        return changes
+
+    def _diff_here(self, rows: pa.Table, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
+        delivered = self._delivered_arrow(version)
+        binary, counted = pa.binary(), pa.int64()
+        width, held = rows.num_rows, delivered.num_rows
+        tagged = pa.concat_tables(
+            [
+                pa.table(
+                    {
+                        "identity": rows.column("identity"),
+                        "payload": rows.column("payload"),
+                        "count": pa.array([1] * width, counted),
+                        "was_payload": pa.nulls(width, binary),
+                        "was_count": pa.array([0] * width, counted),
+                        **{f: rows.column(f) for f in flags},
+                    }
+                ),
+                pa.table(
+                    {
+                        "identity": delivered.column("identity"),
+                        "payload": pa.nulls(held, binary),
+                        "count": pa.array([0] * held, counted),
+                        "was_payload": delivered.column("payload"),
+                        "was_count": delivered.column("count"),
+                        **{f: pa.array([False] * held) for f in flags},
+                    }
+                ),
+            ],
+            promote_options="permissive",  # a flag column of the relation may be NOT NULL
+        )
+        aggregates = [(c, "max") for c in ("payload", "was_payload")] + [(c, "sum") for c in ("count", "was_count")]
+        grouped = tagged.group_by("identity").aggregate(aggregates + [(f, "max") for f in flags])
+        grouped = grouped.rename_columns(["identity" if n == "identity" else n.rsplit("_", 1)[0] for n in grouped.column_names])
+        state = grouped.filter(pc.greater(grouped.column("count"), 0)).select(["identity", "payload", "count"])
+        _write_part(state, f"{target}/part-0.parquet")
+        _complete(target)
+        return _changes(grouped, flags, unique, received=width + held)
+
+    def _diff_on_spark(self, frame: DataFrame, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
+        """One Spark job: the relation's pairs and the delivered state, grouped by
+        identity; each task of the grouping writes its part of the new state and sends the
+        driver only the rows it wants (changed, a duplicate key, or flagged)."""
+        binary, counted = T.BinaryType(), T.LongType()
+        rows = frame.select(
+            "identity",
+            "payload",
+            F.lit(1).cast(counted).alias("count"),
+            F.lit(None).cast(binary).alias("was_payload"),
+            F.lit(0).cast(counted).alias("was_count"),
+            *flags,
+        )
+        delivered = self._delivered(frame.sparkSession, version)
+        if delivered is not None:
+            rows = rows.unionByName(
+                delivered.select(
+                    "identity",
+                    F.lit(None).cast(binary).alias("payload"),
+                    F.lit(0).cast(counted).alias("count"),
+                    F.col("payload").alias("was_payload"),
+                    F.col("count").cast(counted).alias("was_count"),
+                    *(F.lit(False).alias(f) for f in flags),
+                )
+            )
+        grouped = rows.groupBy("identity").agg(
+            *(F.max(c).alias(c) for c in ("payload", "was_payload")),
+            *(F.sum(c).alias(c) for c in ("count", "was_count")),
+            *(F.max(f).alias(f) for f in flags),
+        )
+        count, was = F.col("count"), F.col("was_count")
+        changed = (count != was) | ~F.col("payload").eqNullSafe(F.col("was_payload"))
+        wanted = changed | (count > 1) if unique else changed
+        for flag in flags:
+            wanted = wanted | F.col(flag)
+        marked = grouped.withColumn("wanted", wanted)
+        found = marked.mapInArrow(StateWriter(str(target)), marked.schema).toArrow()
+        _complete(target)
+        return _changes(found, flags, unique, received=found.num_rows)
 
     def keep_only(self, version: int) -> None:
         if not self.dir.exists():
             return
         for path in self.dir.iterdir():
-            if path.name != f"{version}.arrow":
-                path.unlink(missing_ok=True)
+            if path.name not in (str(version), f"{version}.arrow"):
+                _remove_path(path)
+
+
+# The largest relation (and delivered state) a step diffs on the driver.
+SMALL = 1000
+
+_STATE_SCHEMA = T.StructType(
+    [
+        T.StructField("identity", T.BinaryType()),
+        T.StructField("payload", T.BinaryType()),
+        T.StructField("count", T.LongType()),
+    ]
+)
+
+
+# Written last into a state's folder: every part of it is there and fsynced.
+COMPLETE = "complete"
+
+
+@dataclass(frozen=True)
+class StateWriter:
+    """A task's part of a sink's next state: its rows still held (`identity, payload,
+    count`) written as `<folder>/part-<partition>.parquet`, fsynced, under a temporary
+    name until whole (a task run again replaces it); the rows the driver wants passed on.
+    Runs on the executors (`mapInArrow`)."""
+
+    folder: str
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        held = []
+        for batch in batches:
+            held.append(batch.filter(pc.greater(batch.column("count"), 0)).select(["identity", "payload", "count"]))
+            yield batch.filter(batch.column("wanted"))
+        if held:
+            _write_part(pa.Table.from_batches(held), f"{self.folder}/part-{part}.parquet")
+
+
+def _write_part(table: pa.Table, path: str) -> None:
+    """`table` as the Parquet file `path`, fsynced, under a temporary name until whole
+    (a task run again replaces it)."""
+    folder, name = path.rsplit("/", 1)
+    temporary = f"{folder}/.{name}"
+    pq.write_table(table, temporary)
+    with open(temporary, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def _complete(folder: Path) -> None:
+    sync_directory(folder)
+    replace_file(folder / COMPLETE, b"")
+
+
+_ARROW_STATE = {"identity": pa.binary(), "payload": pa.binary(), "count": pa.int64()}
+
+
+def _changes(found: pa.Table, flags: list[str], unique: bool, received: int) -> Changes:
+    """The changes of the rows a step wanted (see `SinkState.diff`), worked out by Arrow:
+    an identity new or gone, a payload replaced, or a row held more or fewer times."""
+    payload, was_payload = found.column("payload"), found.column("was_payload")
+    count, was = found.column("count"), found.column("was_count")
+    same = pc.or_(pc.fill_null(pc.equal(payload, was_payload), False), pc.and_(payload.is_null(), was_payload.is_null()))
+    differs = pc.and_(pc.invert(same), pc.and_(pc.greater(count, 0), pc.greater(was, 0)))
+    changed = pc.or_(pc.not_equal(count, was), pc.invert(same))
+    nothing = pa.nulls(len(found), pa.binary())
+    table = pa.table(
+        {
+            "identity": found.column("identity"),
+            "before": pc.if_else(pc.or_(differs, pc.less(count, was)), was_payload, nothing),
+            "after": pc.if_else(pc.or_(differs, pc.greater(count, was)), payload, nothing),
+            "n": pc.if_else(differs, pa.scalar(1, pa.int64()), pc.abs(pc.subtract(count, was))),
+        }
+    ).filter(changed)
+    duplicates = found.filter(pc.greater(count, 1)).column("identity").to_pylist() if unique else []
+    return Changes(
+        *(table.column(c).to_pylist() for c in ("identity", "before", "after", "n")),
+        flagged=frozenset(f for f in flags if pc.any(found.column(f)).as_py()),
+        duplicate=min(duplicates, default=None),
+        received=received,
+    )
+
+
+def _remove_path(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -350,9 +688,10 @@ class Progress:
     version: int = 0
     rows: int = 0
     offset: int | None = None
+    read: dict[str, int] | None = None  # a dead-letter sink's: see the module docstring
 
     def to_json(self) -> bytes:
-        return json.dumps({"version": self.version, "rows": self.rows, "offset": self.offset}).encode()
+        return json.dumps(self.__dict__).encode()
 
 
 # ---------------------------------------------------------------- Kafka
@@ -449,54 +788,52 @@ class Delivery:
         finally:
             consumer.close()
 
-    def deliver(self, messages: Iterator[Message], progress: Progress) -> Progress:
+    def deliver(self, messages: Iterable[Message], progress: Progress, read: dict[str, int] | None) -> Progress:
         """Write `messages` and the progress record after them in one transaction; the
-        progress as committed (rows written, last offset)."""
+        progress as committed (rows written, the last message's offset, `read`). No
+        delivery report is asked for but the last message's: a message that failed makes
+        the transaction's commit fail."""
         from confluent_kafka import KafkaException
 
-        producer = self.producer
-        offsets: list[int] = []
-        failures: list[str] = []
-
-        def delivered(error, message) -> None:
-            if error is not None:
-                failures.append(error.str())
-            else:
-                offsets.append(message.offset())
-
+        producer, topic = self.producer, self.desc.topic
+        last: list[int] = []
         written = 0
         try:
             producer.begin_transaction()
-            for message in messages:
-                while True:
-                    try:
-                        producer.produce(
-                            self.desc.topic,
-                            key=message.key,
-                            value=message.value,
-                            headers=list(message.headers) or None,
-                            on_delivery=delivered,
-                        )
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
+            pending = iter(messages)
+            message = next(pending, None)
+            while message is not None:
+                following = next(pending, None)
+                report = None if following is not None else (lambda e, m: e is None and last.append(m.offset()))
+                self._produce(topic, message, report)
                 written += 1
-                producer.poll(0)
+                message = following
             producer.flush(TRANSACTION_TIMEOUT_MS / 1000)
-            if failures:
-                raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {failures[0]}")
             committed = Progress(
-                progress.version + 1, progress.rows + written, max(offsets, default=progress.offset)
+                progress.version + 1, progress.rows + written, last[0] if last else progress.offset, read
             )
             producer.produce(PROGRESS_TOPIC, key=self.progress_key, value=committed.to_json())
             producer.commit_transaction(TRANSACTION_TIMEOUT_MS / 1000)
         except KafkaException as e:
             self._abort()
-            raise ExternalSystemError(f"cannot write to topic '{self.desc.topic}': {e.args[0].str()}") from None
+            raise ExternalSystemError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
         except BaseException:
             self._abort()
             raise
         return committed
+
+    def _produce(self, topic: str, message: Message, on_delivery=None) -> None:
+        key, value, headers = message
+        headers = list(headers) if headers else None  # the client takes a list, not a tuple
+        while True:
+            try:
+                if on_delivery is None:
+                    self.producer.produce(topic, value, key, headers=headers)
+                else:
+                    self.producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
 
     def _abort(self) -> None:
         from confluent_kafka import KafkaException
@@ -517,22 +854,32 @@ class Delivery:
 
 @dataclass
 class Status:
+    """A sink's status; `received`: how many changes its last step brought to the
+    driver (see the module docstring: what a step costs beyond Spark)."""
+
     state: str = STARTING
     rows: int = 0
     offset: int | None = None
     error: str | None = None
+    received: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)  # the last step's parts'
+
+
+# evaluate(envelope, state, progress): the changes of the relation since `progress`, its
+# new state written as `state`'s next version; raises the relation's error.
+Evaluate = Callable[[SinkEnvelope, SinkState, Progress], Changes]
 
 
 @dataclass
 class SinkJob:
     """One sink's loop, on a thread of its own: wait for a change of what the relation
-    reads, evaluate, diff, deliver. `evaluate()` gives the relation's (identity, payload)
-    pairs or raises its error; `version()` changes when what it reads may have changed."""
+    reads, evaluate its changes, deliver them. `version()` changes when what it reads may
+    have changed."""
 
     sink: Item
     catalog: Catalog
     root: Path
-    evaluate: Callable[[SinkEnvelope], list[tuple[bytes, bytes | None]]]
+    evaluate: Evaluate
     version: Callable[[], Any]
     status: Status = field(default_factory=Status)
     # Drain requests: each asks for one evaluation begun after it; `answered` counts the
@@ -590,7 +937,6 @@ class SinkJob:
         envelope.prepare()
         progress = delivery.open()
         state.keep_only(progress.version)
-        delivered = state.load(progress.version)
         self.status.rows, self.status.offset = progress.rows, progress.offset
         seen = object()
         while not self._stop.is_set():
@@ -599,60 +945,31 @@ class SinkJob:
             if version == seen and asked == self.answered:
                 self._stop.wait(POLL_SECONDS)
                 continue
+            started = time.perf_counter()
             try:
-                pairs = self.evaluate(envelope)
-                snapshot = _snapshot(pairs, envelope.unique)
+                changes = self.evaluate(envelope, state, progress)
+                if envelope.unique and changes.duplicate is not None:
+                    raise UniqueViolation(
+                        f"the sink's key is not unique in its relation: two rows have the key {changes.duplicate!r}"
+                    )
             except (ExternalSystemError, QueryCanceled):
                 raise  # a fault, not the relation's error: the sink fails and retries
             except SqlError as e:  # the relation's error: nothing past it is written
+                state.keep_only(progress.version)
                 self.status = Status(STALLED, progress.rows, progress.offset, e.message)
                 seen = version
                 self._answer(asked)
                 continue
-            changes = _changes(delivered, snapshot)
+            began = time.perf_counter()
             if changes:
-                state.write(progress.version + 1, snapshot)
-                messages = (m for change in changes for m in envelope.messages(change))
-                progress = delivery.deliver(messages, progress)
-                state.keep_only(progress.version)
+                progress = delivery.deliver(envelope.batch(changes), progress, changes.read)
                 # What SHOW SINKS tells of the sink while no session runs it.
                 replace_file(self.root / "progress.json", progress.to_json())
-                delivered = snapshot
-            self.status = Status(RUNNING, progress.rows, progress.offset)
+            state.keep_only(progress.version)
+            seconds = {"evaluated": began - started, **changes.seconds, "delivered": time.perf_counter() - began}
+            self.status = Status(RUNNING, progress.rows, progress.offset, received=changes.received, seconds=seconds)
             seen = version
             self._answer(asked)
-
-
-def _snapshot(pairs: list[tuple[bytes, bytes | None]], unique: bool) -> dict[bytes, tuple[bytes | None, int]]:
-    snapshot: dict[bytes, tuple[bytes | None, int]] = {}
-    for identity, payload in pairs:
-        held = snapshot.get(identity)
-        if held is None:
-            snapshot[identity] = (payload, 1)
-        elif unique:
-            raise UniqueViolation(
-                f"the sink's key is not unique in its relation: two rows have the key {identity!r}"
-            )
-        else:
-            snapshot[identity] = (payload, held[1] + 1)
-    return snapshot
-
-
-def _changes(before: dict, after: dict) -> list[Change]:
-    changes = []
-    for identity, (payload, count) in after.items():
-        held = before.get(identity)
-        if held is None:
-            changes.append(Change(identity, None, payload, count))
-        elif held[0] != payload:
-            changes.append(Change(identity, held[0], payload, 1))
-        elif held[1] != count:
-            more = count - held[1]
-            changes.append(Change(identity, None, payload, more) if more > 0 else Change(identity, payload, None, -more))
-    for identity, (payload, count) in before.items():
-        if identity not in after:
-            changes.append(Change(identity, payload, None, count))
-    return changes
 
 
 class Sinks:
