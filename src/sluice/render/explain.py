@@ -55,8 +55,9 @@ SUBSCRIBE_RUNS = "SUBSCRIBE runs this at its start and again whenever a table it
 SINK_RUNS = (
     'The sink "{name}" runs this at its start and again whenever a source its relation reads commits\n'
     "or a table it reads is written;\n"
-    "the driver diffs the (identity, payload) pairs with those delivered and writes the changes to\n"
-    'the topic "{topic}" in one Kafka transaction with a progress record (sluice.render.sink.SinkJob).'
+    "its (identity, payload) pairs are grouped by identity with those delivered (on Spark; on the\n"
+    "driver, in Arrow, for at most 1,000 rows) and only the changes are written to the topic\n"
+    '"{topic}", in one Kafka transaction with a progress record (sluice.render.sink.SinkJob).'
 )
 
 

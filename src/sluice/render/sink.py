@@ -215,11 +215,11 @@ def _json_object(fmt: Json, columns: list[tuple[str, T.DataType]]) -> SparkColum
     for index, ((name, data_type), column) in enumerate(zip(columns, fmt.columns, strict=True)):
         value = _col(name)
         sql_type = column.type.name
-        if sql_type in ("smallint", "integer", "bigint") and isinstance(data_type, _JVM_INTEGERS):
+        if sql_type in ("smallint", "integer", "bigint") and _held_as(data_type, _JVM_INTEGERS):
             text = value.cast("string")
-        elif sql_type == "boolean" and isinstance(data_type, T.BooleanType):
+        elif sql_type == "boolean" and _held_as(data_type, T.BooleanType):
             text = F.when(value, F.lit("true")).when(~value, F.lit("false"))
-        elif sql_type == "text" and isinstance(data_type, T.StringType):
+        elif sql_type == "text" and _held_as(data_type, T.StringType):
             text = _json_string(value)
         else:
             udf = F.udf(ValueText(fmt, index), T.StringType(), useArrow=True)
@@ -227,6 +227,13 @@ def _json_object(fmt: Json, columns: list[tuple[str, T.DataType]]) -> SparkColum
         opening = ("," if index else "{") + json.dumps(column.name, ensure_ascii=False) + ":"
         parts += [F.lit(opening), F.coalesce(text, F.lit("null"))]
     return F.encode(F.concat(*parts, F.lit("}")) if parts else F.lit("{}"), "UTF-8")
+
+
+def _held_as(data_type, kinds) -> bool:
+    """Whether Spark holds a column as one of `kinds`: so its column type says, or, where
+    EXPLAIN PYSPARK's recording does not know the type (no JVM), as the SQL type implies,
+    so that the program printed takes the path the sink takes."""
+    return isinstance(data_type, kinds) or not isinstance(data_type, T.DataType)
 
 
 def _json_string(value: SparkColumn) -> SparkColumn:
