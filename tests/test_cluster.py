@@ -36,8 +36,14 @@ def test_cores_are_those_the_master_url_names(master: str, cores: int | None) ->
 
 @pytest.mark.long
 def test_a_sqllogic_file_passes_on_separate_executor_processes() -> None:
-    # A child process: the suite's own Spark session (local) stays as it is.
-    env = {**os.environ, "SLUICE_SPARK_MASTER": "local-cluster[2,1,1024]"}
+    # A child process: the suite's own Spark session (local) stays as it is. Executors of
+    # one core each on a loaded machine start an UPSERT source's first micro-batch in
+    # minutes, so the catch-up waits as long as the file's kafka-verify does.
+    env = {
+        **os.environ,
+        "SLUICE_SPARK_MASTER": "local-cluster[2,1,1024]",
+        "SLUICE_CATCH_UP_TIMEOUT": "600",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "sluice", "test", str(CLUSTER_SLT)],
         env=env, capture_output=True, text=True, timeout=1500,
