@@ -35,6 +35,7 @@ def test_cores_are_those_the_master_url_names(master: str, cores: int | None) ->
 
 
 @pytest.mark.long
+@pytest.mark.spark  # its child starts Java
 def test_a_sqllogic_file_passes_on_separate_executor_processes() -> None:
     # A child process: the suite's own Spark session (local) stays as it is. Executors of
     # one core each on a loaded machine start an UPSERT source's first micro-batch in
