@@ -126,15 +126,18 @@ def _stderr_to(path: Path):
         os.close(saved)
 
 
-def _local_cores(master: str) -> int | None:
-    """N of `local[N]` (`local[*]`: the machine's), None for a cluster."""
+def _cores(master: str) -> int | None:
+    """The cores a master runs tasks on, when its URL says: N of `local[N]` (`local[*]`:
+    the machine's), workers × cores of `local-cluster[workers,cores,memory]`; None for a
+    cluster, whose executors the URL does not name."""
     found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
-    if found is None:
-        return None
-    cores = found.group(1)
-    if cores is None:
-        return 1
-    return (os.cpu_count() or 1) if cores == "*" else int(cores)
+    if found is not None:
+        cores = found.group(1)
+        if cores is None:
+            return 1
+        return (os.cpu_count() or 1) if cores == "*" else int(cores)
+    found = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", master)
+    return int(found.group(1)) * int(found.group(2)) if found is not None else None
 
 
 def _build(settings: SparkSettings) -> SparkSession:
@@ -151,9 +154,10 @@ def _build(settings: SparkSettings) -> SparkSession:
         # Avro time-millis/time-micros columns are TIME: without the flag Spark reads them
         # from Arrow but refuses to store them (a continuously ingested source fails).
         .config("spark.sql.timeType.enabled", "true")
-        # One shuffle partition per local core: every partition of an upsert source's state
-        # is a task (and a RocksDB commit) in each micro-batch, so more only adds latency.
-        .config("spark.sql.shuffle.partitions", str(_local_cores(master) or 200))
+        # One shuffle partition per core the master names: every partition of an upsert
+        # source's state is a task (and a RocksDB commit) in each micro-batch, so more only
+        # adds latency. A cluster keeps Spark's 200 unless `--conf` says otherwise.
+        .config("spark.sql.shuffle.partitions", str(_cores(master) or 200))
         # Every broadcast side of a join takes at least one page; the default page (a
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
         # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
