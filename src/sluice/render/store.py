@@ -536,8 +536,20 @@ class Store:
     def collection(self, spark: SparkSession, item: Item) -> Collection:
         """The source's committed rows, errors and logs; the files stay until `release`."""
         inspection = self._sound_read(item)
-
         return stored_collection(item, lambda kind: self.frame(spark, inspection.records, kind))
+
+    def dead_letters_since(self, spark: SparkSession, item: Item, since: Offsets) -> tuple[DataFrame, Offsets]:
+        """The dead-letter rows of the commits reaching past `since` (`{partition: next
+        offset}`) whose messages lie past it, and where the commits read end; the files
+        stay until `release`. Only commits with new offsets are read: a dead-letter table
+        is append-only, and its rows carry their message's place."""
+        inspection = self._sound_read(item)
+        records = [r for r in inspection.records if any(to > since.get(p, 0) for p, to in ends(r).items())]
+        rows = self.frame(spark, records, "dlq").select("err.*")
+        new = F.lit(True)
+        for partition, offset in since.items():
+            new = new & ((F.col("partition") != partition) | (F.col("offset") >= offset))
+        return rows.where(new), inspection.end
 
 
 def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collection:
@@ -557,19 +569,6 @@ def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collecti
     errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
     log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
     return Collection(oks, errs, oks, log, dead_letters)
-
-    def dead_letters_since(self, spark: SparkSession, item: Item, since: Offsets) -> tuple[DataFrame, Offsets]:
-        """The dead-letter rows of the commits reaching past `since` (`{partition: next
-        offset}`) whose messages lie past it, and where the commits read end; the files
-        stay until `release`. Only commits with new offsets are read: a dead-letter table
-        is append-only, and its rows carry their message's place."""
-        inspection = self._sound_read(item)
-        records = [r for r in inspection.records if any(to > since.get(p, 0) for p, to in ends(r).items())]
-        rows = self.frame(spark, records, "dlq").select("err.*")
-        new = F.lit(True)
-        for partition, offset in since.items():
-            new = new & ((F.col("partition") != partition) | (F.col("offset") >= offset))
-        return rows.where(new), inspection.end
 
 
 def _state_mismatch(
