@@ -238,3 +238,24 @@ def test_a_materialized_view_over_an_upsert_source(session, kafka, tmp_path) -> 
     written = written_collection(session, ran, "updates", tmp_path)
     assert sorted((r.key, r.data.toJson()) for r in written.oks.collect()) == oks == [("k1", '{"v":2}')]
     assert [r.message for r in written.errs.collect()] == [error]
+
+
+def test_a_sink_from_a_dead_letter_table(session, kafka) -> None:
+    """The printed program's pairs are the dead-letter rows the sink writes as Kafka
+    Connect's DLQ messages: each bad message's place, bytes and error."""
+    import base64
+    import json
+
+    kafka.create_topic("names", 1)
+    produce(kafka.bootstrap, "names", [(None, b"ann"), (b"k", b"\xff"), (None, b"bo"), (None, b"\xfe")], partition=0)
+    session.execute(
+        "CREATE SOURCE names FROM KAFKA CONNECTION kafka (TOPIC 'names') FORMAT TEXT WITH (REDIRECT ERRORS = dlq)"
+    )
+    create = "CREATE SINK bad FROM dlq INTO KAFKA CONNECTION kafka (TOPIC 'bad')"
+    text, ran, (dead,) = ingested_program(session, create, "names", 'SELECT "offset", error FROM dlq')
+    assert "raised" not in ran and "F.transform(" in text and "lambda h: " in text
+    pairs = [(bytes(identity).decode(), json.loads(bytes(payload))) for identity, payload in ran["rows"]]
+    assert [identity for identity, _ in pairs] == ["0:1", "0:3"]
+    assert [(p["offset"], p["error"]) for _, p in pairs] == dead
+    assert [base64.b64decode(p["value"]) for _, p in pairs] == [b"\xff", b"\xfe"]
+    assert base64.b64decode(pairs[0][1]["key"]) == b"k"

@@ -36,13 +36,13 @@ from collections.abc import Iterator
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import StoreDamaged
 from sluice.render.sink import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
+from sluice.render.pyspark_code import F
 from sluice.render.spark import spark
 from sluice.render.store import Store
 
@@ -107,15 +107,21 @@ def new_dead_letters(store: Store, source: Item, envelope: SinkEnvelope, state: 
     since = _delivered_offsets(state, progress)
     try:
         rows, end = store.dead_letters_since(spark(), source, {int(p): o for p, o in since.items()})
-        headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
-        frame = rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
-        found = frame.orderBy("partition", "offset").select(*envelope.shape(frame)).toArrow()
+        found = dead_letter_messages(rows, envelope).toArrow()
     finally:
         store.release()
     identities, payloads = (found.column(i).to_pylist() for i in (0, 1))
     count = len(identities)
     read = {str(p): o for p, o in end.items()}
     return Changes(identities, [None] * count, payloads, [1] * count, read=read, received=count)
+
+
+def dead_letter_messages(rows: DataFrame, envelope: SinkEnvelope) -> DataFrame:
+    """The (identity, payload) pairs of a dead-letter table's `rows`, in the order of their
+    messages (EXPLAIN PYSPARK prints this too)."""
+    headers = F.col("headers") if "headers" in rows.columns else F.lit(None).cast("array<struct<key:string,value:binary>>")
+    frame = rows.select(F.col("message").alias("error"), "partition", "offset", "key", "value", headers.alias("headers"))
+    return frame.orderBy("partition", "offset").select(*envelope.shape(frame))
 
 
 def _delivered_offsets(state: SinkState, progress: Progress) -> dict[str, int]:

@@ -23,6 +23,7 @@ from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
+from sluice.render.dead_letter_sink import dead_letter_messages
 from sluice.render.ingest import batch_rows, stream_messages, streaming, write_batch
 from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordable, recording
 from sluice.render.query import QueryRenderer, first_errors, relation_view
@@ -58,6 +59,13 @@ SINK_RUNS = (
     "its (identity, payload) pairs are grouped by identity with those delivered (on Spark; on the\n"
     "driver, in Arrow, for at most 1,000 rows) and only the changes are written to the topic\n"
     '"{topic}", in one Kafka transaction with a progress record (sluice.render.sink.SinkJob).'
+)
+DEAD_LETTER_SINK_RUNS = (
+    'The sink "{name}" runs this at its start and again whenever its source commits, reading only the\n'
+    "commits past the offsets its last progress record delivered and their rows past those offsets;\n"
+    "the driver writes each pair as the bad message's key, value and headers with Kafka Connect's context\n"
+    '"__connect.errors.*" headers, to the topic "{topic}", in one Kafka transaction with a progress\n'
+    "record (sluice.render.dead_letter_sink)."
 )
 
 
@@ -133,8 +141,9 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
     """What a sink's job runs at each change of its relation: the relation's query, each
     row encoded on the executors into its identity and payload, collected for the driver
     to diff against what the sink delivered."""
-    if catalog.by_id(sink.details.source).kind == kinds.DEAD_LETTER_TABLE:
-        raise Unrecordable("a sink from a dead-letter table")
+    relation = catalog.by_id(sink.details.source)
+    if relation.kind == kinds.DEAD_LETTER_TABLE:
+        return dead_letter_sink_program(sink, catalog.by_id(relation.details.source), catalog)
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
     # own rows, whose types the recording knows, hold jsonb as text).
     types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
@@ -148,6 +157,20 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
 
     runs = SINK_RUNS.format(name=sink.name, topic=sink.details.topic)
     return query_program(plan, catalog, tables, continuous, runs, shape)
+
+
+def dead_letter_sink_program(sink: Item, source: Item, catalog: Catalog) -> list[str]:
+    """What a sink from a dead-letter table runs at each commit of its source: the
+    source's ingestion, then the dead-letter rows of its commits, each encoded into its
+    identity and payload, for the driver to write as Kafka Connect's DLQ messages."""
+    with recording() as program:
+        store = ExplainedStore.ingested(program, source, catalog)
+        dead_letters = store.collection(program.spark, source).dead_letters
+        program.bind(dead_letters, f"{source.name}_dead_letters", "Its dead-letter rows")
+        messages = dead_letter_messages(dead_letters, envelope_of(sink, catalog))
+        program.bind(messages, "query", "The (identity, payload) pairs of the dead-letter rows, in the order of their messages")
+        messages.collect()
+    return _program(program, DEAD_LETTER_SINK_RUNS.format(name=sink.name, topic=sink.details.topic))
 
 
 def _runs(planned: PysparkPlan) -> str | None:

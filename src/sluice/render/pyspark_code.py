@@ -19,9 +19,11 @@ import contextvars
 import dataclasses
 import datetime
 import decimal
+import inspect
 import json
 import keyword
 import re
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -608,6 +610,9 @@ def _parts(value) -> tuple:
         if isinstance(value, tuple):
             return ("(",) + inner + ((",)",) if len(value) == 1 else (")",))
         return ("[",) + inner + ("]",)
+    if isinstance(value, types.FunctionType):  # a higher-order function's lambda
+        names = tuple(inspect.signature(value).parameters)
+        return (f"lambda {', '.join(names)}: ",) + _parts(value(*(Expr((n,)) for n in names)))
     if isinstance(value, dict):
         inner = ()
         for i, (key, item) in enumerate(value.items()):

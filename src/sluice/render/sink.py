@@ -115,6 +115,7 @@ from sluice.kafka.retry import RetryPolicy
 from sluice.kafka.topics import create_topic, list_topics
 from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, SchemaIds, recorded
+from sluice.render.store import remove_paths
 
 # How often an idle sink looks for changes in what its relation reads.
 POLL_SECONDS = 0.2
@@ -503,7 +504,7 @@ class SinkState:
         A relation and a state both of at most `SMALL` rows are diffed on the driver, in
         Arrow (a Spark shuffle costs more than that); any other on Spark."""
         target = self.path(version + 1)
-        _remove_path(target)  # what an earlier attempt at this version left
+        remove_paths([target])  # what an earlier attempt at this version left
         target.mkdir(parents=True)
         began = time.perf_counter()
         if self._held(version) <= SMALL:
@@ -598,7 +599,7 @@ class SinkState:
             return
         for path in self.dir.iterdir():
             if path.name not in (str(version), f"{version}.arrow"):
-                _remove_path(path)
+                remove_paths([path])
 
 
 # The largest relation (and delivered state) a step diffs on the driver.
@@ -681,13 +682,6 @@ def _changes(found: pa.Table, flags: list[str], unique: bool, received: int) -> 
         duplicate=min(duplicates, default=None),
         received=received,
     )
-
-
-def _remove_path(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 @dataclass

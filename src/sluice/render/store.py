@@ -338,7 +338,7 @@ class Store:
             *self.commits.glob(".*"),
             *self.compacted.glob(".*"),
         ]
-        _remove(leftovers)
+        remove_paths(leftovers)
         inspection = self.inspect()
         try:
             done, planned = self.checkpoint_position()
@@ -388,7 +388,7 @@ class Store:
                 sync_directory(records)
             if folder.exists():
                 names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.iterdir()}
-                _remove([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
+                remove_paths([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
 
     def batch_offsets(self, batch: int, upsert: bool) -> tuple[Ranges, Offsets] | None:
         """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
@@ -460,7 +460,7 @@ class Store:
                 raise Damage(f'commit {number - 1}: its record "{name}" vanished or changed').error(
                     self.source, hint=READ_AGAIN
                 )
-            _remove([target])  # left by an attempt that died before its record was written
+            remove_paths([target])  # left by an attempt that died before its record was written
             self.batches.mkdir(parents=True, exist_ok=True)
             os.replace(written, target)
             sync_directory(self.batches)
@@ -514,7 +514,7 @@ class Store:
         with _READERS_LOCK:
             if _READERS.get(str(self.root), 0):
                 return False
-            _remove(obsolete())
+            remove_paths(obsolete())
             return True
 
     def frame(self, spark: SparkSession, records: list[dict], kind: str) -> DataFrame:
@@ -644,7 +644,8 @@ def _crc32(path: Path, sync: bool = False) -> int:
     return crc
 
 
-def _remove(paths: list[Path]) -> None:
+def remove_paths(paths: list[Path]) -> None:
+    """Removes each of `paths` (a folder with what it holds) that exists."""
     for path in paths:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
