@@ -382,9 +382,11 @@ class Terminal:
 
 
 def environment(**more: str) -> dict[str, str]:
-    """The environment the REPL runs in under test: this checkout's sources, a terminal."""
+    """The environment the REPL runs in under test: this checkout's sources, a terminal
+    whose size is the pseudo-terminal's (`LINES` and `COLUMNS`, which a pytest-xdist
+    worker sets, would override it)."""
     return {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in ("LINES", "COLUMNS")},
         "PYTHONPATH": os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TERM": "xterm",
         # pexpect's terminal answers no cursor-position requests; say so up front

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import struct
 
 import fastavro
@@ -236,3 +237,36 @@ def test_json_made_in_the_jvm_is_the_encoders_bytes(spark, rows) -> None:
     frame = spark.createDataFrame(rows, "id bigint, `t\u00e9\"xt` string, b boolean, d double")
     got = [bytes(r[0]) for r in frame.select(encoded(fmt, frame, tuple(frame.columns))).collect()]
     assert got == [fmt.encode(row) for row in rows]
+
+
+def test_a_state_an_older_sluice_kept_in_one_arrow_file_is_read(spark, kafka, tmp_path) -> None:
+    """Sinks once kept what they delivered as `state/<version>.arrow`: a sink reopened over
+    such a state delivers only what changed since, and keeps its next state as Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def opened() -> sluice.Session:
+        return sluice.Session(tmp_path)
+
+    with opened() as session:
+        session.execute_script(f"""
+            CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}');
+            CREATE TABLE t (a int, b text);
+            INSERT INTO t VALUES (1, 'x'), (2, 'y');
+            CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
+        """)
+        session.drain_sinks(DRAIN_SECONDS)
+    (state,) = (tmp_path / "sinks").glob("*/state")
+    (version,) = [p for p in state.iterdir() if p.is_dir()]
+    delivered = pa.concat_tables(pq.read_table(f) for f in sorted(version.glob("part-*.parquet")))
+    with pa.OSFile(str(state / f"{version.name}.arrow"), "wb") as sink, pa.ipc.new_file(sink, delivered.schema) as writer:
+        writer.write_table(delivered)
+    shutil.rmtree(version)
+    with opened() as session:
+        session.execute("UPDATE t SET b = 'z' WHERE a = 1")
+        session.drain_sinks(DRAIN_SECONDS)
+        (job,) = session._sinks.jobs.values()
+        assert (job.status.state, job.status.rows) == ("running", 3)
+    messages = read_committed(kafka.bootstrap, "out")
+    assert messages[2:] == [(b'{"a":1}', b'{"a":1,"b":"z"}')]
+    assert not list(state.glob("*.arrow")) and [p.name for p in state.iterdir()] == [str(int(version.name) + 1)]
