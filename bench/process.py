@@ -35,13 +35,14 @@ from sluice.kafka.embedded import EmbeddedKafka
 SLUICE = Path(sys.executable).with_name("sluice")
 
 BASELINE = """\
-import json, sys
+import json, os, sys
 from pyspark.sql import SparkSession
 from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
 from sluice.kafka.reader import KafkaDataSource, NAME, decode_spec
 
 bootstrap, topic, schema = sys.argv[1], sys.argv[2], sys.argv[3]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import the reader
 spark = SparkSession.builder.master("local[2]").getOrCreate()
 spark.dataSource.register(KafkaDataSource)
 ranges = [[p, lo, hi] for p, (lo, hi) in watermarks(bootstrap, topic, {}).items()]

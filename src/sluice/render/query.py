@@ -187,7 +187,8 @@ class QueryRenderer:
         read = [g for g in guards if g.flag is None and g.observed is None]
         if read or any(n > 1 for n in self.read_counts.values()):
             for item_id in self.read_counts:  # read the topic once, however many reads
-                self.collections[item_id].base.persist()
+                if item_id not in self.stored:  # committed files are cheaper to read again than to cache
+                    self.collections[item_id].base.persist()
         return self._failing_on(frame, read, guards), guards, width
 
     def _failing_on(self, frame: DataFrame, read: list[Guard], guards: list[Guard]) -> DataFrame:

@@ -520,8 +520,7 @@ class Store:
     def frame(self, spark: SparkSession, records: list[dict], kind: str) -> DataFrame:
         schema = self.schema()
         paths = [str(self.root / f["path"]) for r in records for f in r["files"] if f["kind"] == kind]
-        if not paths:
-            return spark.createDataFrame([], schema)
+        # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]).
         return spark.read.schema(schema).parquet(*paths)
 
     def _sound_read(self, item: Item) -> Inspection:
