@@ -226,7 +226,8 @@ WHILE_RUNNING = [
 def damage_case(base: Path, older: Path, work: Path, produced: Produced, damage: str, running: bool) -> str:
     """Copy the baseline data directory to `work`, do `damage` to both stores (with the
     session stopped, leaving a staging folder too, or while it runs), produce more, and
-    read everything back."""
+    read everything back. While it runs, a read may first find a source failed by the
+    damage — the visible state a user sees — until its stream restarts and repairs it."""
     data_dir = work / "data"
     shutil.copytree(base, data_dir)
     session = open_session(data_dir, produced.bootstrap) if running else None
@@ -240,12 +241,25 @@ def damage_case(base: Path, older: Path, work: Path, produced: Produced, damage:
         produced.more(6)
         if session is None:
             session = open_session(data_dir, produced.bootstrap)
-        result = outcome(session, produced)
+            result = outcome(session, produced)
+        else:
+            result = _outcome_once_restarted(session, produced)
     finally:
         if session is not None:
             session.close()
     leftovers = [p for store in stores(data_dir) for p in store.glob("batch-*")]
     return result if result != "right" or not leftovers else f"staging left: {leftovers}"
+
+
+# How long a source failed by a damage done while it runs may take to restart and repair.
+RESTART_SECONDS = 120
+
+
+def _outcome_once_restarted(session: sluice.Session, produced: Produced) -> str:
+    deadline = time.monotonic() + RESTART_SECONDS
+    while (result := outcome(session, produced)).startswith("wrong: 58000") and time.monotonic() < deadline:
+        time.sleep(1)
+    return result
 
 
 # -- kill rounds ---------------------------------------------------------------------------
