@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -103,8 +104,6 @@ def main() -> None:
         if args.profile:
             profile = Path(scratch, "run.prof")
             timed([sys.executable, "-m", "cProfile", "-o", str(profile), *sides["sluice run"]])
-            import pstats
-
             pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(30)
     print(f"messages: {args.messages:,} over {args.partitions} partitions; counted {counts.pop():,} good rows")
     for name, seconds in times.items():

@@ -40,7 +40,6 @@ from pyspark.sql import DataFrame
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import StoreDamaged
 from sluice.render.sink import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
 from sluice.render.pyspark_code import F
 from sluice.render.spark import spark
@@ -130,11 +129,8 @@ def _delivered_offsets(state: SinkState, progress: Progress) -> dict[str, int]:
     the last identity of each partition."""
     if progress.read is not None or progress.version == 0:
         return progress.read or {}
-    legacy = state.legacy(progress.version)
-    if legacy is None:
-        raise StoreDamaged(f"the progress of the sink's committed version {progress.version} has no offsets read")
     since: dict[str, int] = {}
-    for identity in legacy.column("identity").to_pylist():
+    for identity in state.delivered(progress.version).column("identity").to_pylist():
         partition, offset = identity.decode().split(":")
         since[partition] = max(since.get(partition, 0), int(offset) + 1)
     return since

@@ -73,7 +73,8 @@ aborts its open transaction), the sink reads its last committed progress record 
 discarding any newer state a crash left uncommitted. So whatever instant a process dies
 at, the topic read with read_committed holds every change once: a step either committed
 (its state is the one resumed from) or did not (it is computed again). A state written by
-an older sluice (`state/<version>.arrow`, Arrow IPC) is read as the delivered state.
+an older sluice (`state/<version>.arrow`, Arrow IPC) is rewritten in this layout when the sink
+starts (`SinkState.upgrade`).
 
 **Faults.** A Kafka or registry fault (a broker unreachable, a transaction that failed)
 aborts the step's transaction; the sink shows `failed` with the reason and retries with
@@ -444,16 +445,25 @@ class SinkState:
     def path(self, version: int) -> Path:
         return self.dir / str(version)
 
-    def legacy(self, version: int) -> pa.Table | None:
-        """The state of `version` an older sluice wrote (`<version>.arrow`), if it did."""
-        path = self.dir / f"{version}.arrow"
-        if version == 0 or not path.exists():
-            return None
-        try:
-            with pa.memory_map(str(path)) as source:
-                return pa.ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowInvalid) as e:
-            raise self._damaged(version, e) from None
+    def upgrade(self, version: int) -> None:
+        """Rewrite the state of `version` an older sluice kept as one Arrow file
+        (`<version>.arrow`) as this layout's folder; the file goes once the folder is
+        complete, so a crash in between leaves a state either layout reads."""
+        legacy = self.dir / f"{version}.arrow"
+        if version == 0 or not legacy.exists():
+            return
+        target = self.path(version)
+        if not (target / COMPLETE).exists():
+            try:
+                with pa.memory_map(str(legacy)) as source:
+                    table = pa.ipc.open_file(source).read_all().select(list(_ARROW_STATE))
+            except (OSError, pa.ArrowInvalid) as e:
+                raise self._damaged(version, e) from None
+            remove_paths([target])
+            target.mkdir(parents=True)
+            _write_part(table, f"{target}/part-0.parquet")
+            _complete(target)
+        legacy.unlink()
 
     def _damaged(self, version: int, error: Exception | str) -> StoreDamaged:
         return StoreDamaged(
@@ -472,19 +482,13 @@ class SinkState:
         """How many identities the state of `version` holds (from the parts' footers)."""
         if version == 0:
             return 0
-        legacy = self.legacy(version)
-        if legacy is not None:
-            return legacy.num_rows
         return sum(pq.ParquetFile(f).metadata.num_rows for f in self._files(version))
 
-    def _delivered_arrow(self, version: int) -> pa.Table:
+    def delivered(self, version: int) -> pa.Table:
         """`(identity, payload, count)` of what version `version` delivered, on the driver."""
         empty = pa.table({name: pa.array([], arrow_type) for name, arrow_type in _ARROW_STATE.items()})
         if version == 0:
             return empty
-        legacy = self.legacy(version)
-        if legacy is not None:
-            return legacy.select(["identity", "payload", "count"])
         parts = [pq.read_table(f) for f in self._files(version)]
         return pa.concat_tables([empty, *parts], promote_options="default")
 
@@ -492,9 +496,6 @@ class SinkState:
         """`(identity, payload, count)` of what version `version` delivered, on Spark (None: nothing)."""
         if version == 0:
             return None
-        legacy = self.legacy(version)
-        if legacy is not None:
-            return spark.createDataFrame(legacy.select(["identity", "payload", "count"]))
         files = [str(f) for f in self._files(version)]
         return spark.read.schema(_STATE_SCHEMA).parquet(*files) if files else None
 
@@ -518,7 +519,7 @@ class SinkState:
         return changes
 
     def _diff_here(self, rows: pa.Table, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
-        delivered = self._delivered_arrow(version)
+        delivered = self.delivered(version)
         binary, counted = pa.binary(), pa.int64()
         width, held = rows.num_rows, delivered.num_rows
         tagged = pa.concat_tables(
@@ -598,7 +599,7 @@ class SinkState:
         if not self.dir.exists():
             return
         for path in self.dir.iterdir():
-            if path.name not in (str(version), f"{version}.arrow"):
+            if path.name != str(version):
                 remove_paths([path])
 
 
@@ -937,6 +938,7 @@ class SinkJob:
         envelope = envelope_of(self.sink, self.catalog)
         envelope.prepare()
         progress = delivery.open()
+        state.upgrade(progress.version)
         state.keep_only(progress.version)
         self.status.rows, self.status.offset = progress.rows, progress.offset
         seen = object()
