@@ -40,6 +40,7 @@ _ARROW = pa.schema(
         pa.field("__p", pa.int32()),
         pa.field("__o", pa.int64()),
         pa.field("__seen", pa.int64()),
+        pa.field("__k", pa.binary()),
     ]
 )
 SCHEMA = StructType([StructField("__out", StringType()), *from_arrow_schema(_ARROW).fields])
@@ -117,8 +118,9 @@ class ModelStore:
         self.batches += 1
 
     def _upsert(self, messages: list[Message], out: dict[str, list[dict]]) -> None:
-        """As `render.ingest.UpsertState` emits a batch: per key, its error messages, the
-        old winner leaving, the latest message entering (a tombstone enters nothing)."""
+        """As `render.ingest.upsert_changes` gives a batch: per key, its error messages,
+        the old winner leaving, the latest message entering (its row and its `state` row;
+        a tombstone enters nothing)."""
         for key in sorted({m.key for m in messages}):
             mine = [m for m in messages if m.key == key]
             for m in mine:
@@ -130,6 +132,7 @@ class ModelStore:
             latest = mine[-1]
             if latest.value is not None:
                 self.winners[key] = latest
+                out.setdefault("state", []).append({**self._row(latest), "__k": key.encode()})
                 if not latest.bad:
                     out.setdefault("oks", []).append(self._row(latest))
                 elif not self.redirected:
@@ -148,7 +151,7 @@ class ModelStore:
             "value": None,
             "mz_timestamp": self.batches,
         }
-        return {"row": {"k": m.key, "v": m.value}, "err": err, "__p": m.partition, "__o": m.offset, "__seen": 0}
+        return {"row": {"k": m.key, "v": m.value}, "err": err, "__p": m.partition, "__o": m.offset, "__seen": 0, "__k": None}
 
     def expected(self) -> dict[str, list]:
         """What a read must show: rows, standing errors, the error log, dead-letter rows."""
@@ -165,11 +168,13 @@ class ModelStore:
             "errs": sorted(errs),
             "log": sorted(m.error for m in bad),
             "dlq": sorted(m.error for m in bad) if self.redirected else [],
+            "state": sorted((m.key.encode(), m.partition, m.offset) for m in self.winners.values()),
         }
 
 
-def shown(collection) -> dict[str, list]:
-    """What a read of a store shows, in the shape of `ModelStore.expected`, in one job."""
+def shown(collection, standing=None) -> dict[str, list]:
+    """What a read of a store shows, in the shape of `ModelStore.expected`, in one job; and
+    an upsert store's `standing` state."""
     parts = [
         collection.oks.select(F.lit("oks").alias("part"), F.col("k"), F.col("v"), F.lit(None).cast("string").alias("m")),
         *(
@@ -183,4 +188,5 @@ def shown(collection) -> dict[str, list]:
     got: dict[str, list] = {"oks": [], "errs": [], "log": [], "dlq": []}
     for part, k, v, message in union.collect():
         got[part].append((k, v) if part == "oks" else message)
+    got["state"] = [] if standing is None else [tuple(r) for r in standing.collect()]
     return {part: sorted(values) for part, values in got.items()}

@@ -1,6 +1,6 @@
 """Compaction of a source's committed batches (render/compaction.py): a read shows the same
 before and after any compaction — rows, standing errors, the error log and dead-letter
-rows, for ENVELOPE NONE and UPSERT stores — the files a compaction replaces outlive every
+rows, for ENVELOPE NONE and UPSERT stores, and an UPSERT store's state — the files a compaction replaces outlive every
 read that may use them, a damaged base is damage like any other, and sessions killed
 (SIGKILL) while their sources compact resume with nothing lost or duplicated."""
 
@@ -31,7 +31,8 @@ def source(upsert: bool, redirected: bool) -> Item:
 def read(spark, model: ModelStore) -> dict[str, list]:
     item = source(model.upsert, model.redirected)
     try:
-        return shown(model.store.collection(spark, item))
+        standing = model.store.standing(spark) if model.upsert else None
+        return shown(model.store.collection(spark, item), standing)
     finally:
         model.store.release()
 
@@ -62,10 +63,12 @@ def test_files_a_compaction_replaces_stay_while_a_read_may_use_them(spark, tmp_p
     for batch in random_batches(random.Random(7), 5):
         model.add(batch)
     item = source(True, False)
-    collection = model.store.collection(spark, item)  # lists commits 0 to 4
-    assert compact(spark, model.store, upsert=True) == 4
-    assert (model.store.batches / "0").exists() and model.store.committed()[0] == 0
-    assert shown(collection) == model.expected()  # its query runs after the compaction
+    with model.store.reading():
+        collection = model.store.collection(spark, item)  # lists commits 0 to 4
+        standing = model.store.standing(spark)
+        assert compact(spark, model.store, upsert=True) == 4
+        assert (model.store.batches / "0").exists() and model.store.committed()[0] == 0
+        assert shown(collection, standing) == model.expected()  # its queries run after the compaction
     model.store.release()
     assert remove_replaced(model.store)
     assert not (model.store.batches / "0").exists() and model.store.committed() == [4]

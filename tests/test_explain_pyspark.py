@@ -219,7 +219,7 @@ def test_a_materialized_view_over_a_source_with_a_dead_letter_table(session, kaf
     assert sorted(offset for _, offset in dead) == [1, 3]
 
 
-@pytest.mark.long  # three upsert streams (transformWithState) start: ~25 s
+@pytest.mark.long  # three upsert streams start: ~25 s
 def test_a_materialized_view_over_an_upsert_source(session, kafka, tmp_path) -> None:
     """Also the program's own ingestion: the files it writes read back as the source's
     rows and errors."""
@@ -230,7 +230,7 @@ def test_a_materialized_view_over_an_upsert_source(session, kafka, tmp_path) -> 
     text, ran, (error, oks) = ingested_program(
         session, create, "updates", "SELECT * FROM mv", "SELECT key, data::text FROM IGNORE ERRORS updates"
     )
-    assert ".join(" in text and '"left_anti"' in text and "transformWithState(UpsertState(" in text
+    assert ".join(" in text and '"left_anti"' in text and '.agg(F.max_by(' in text
     # The job fails on the first error of a guard read in it (Spark's message around it).
     assert f"sluice guard failed: run 0: {error}" in str(ran["raised"])
     assert error.startswith("Envelope error: Upsert: Value error: Failed to decode JSON")

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sluice.errors import StoreDamaged
 from sluice.render.store import Store
@@ -111,7 +112,7 @@ class Spark:
         text = "v1\n{}\n" + json.dumps({str(p): o for p, o in (ends or {}).items()})
         (folder / str(batch)).write_text(text)
 
-    def run(self, high: dict[int, int], upsert: bool) -> None:
+    def run(self, high: dict[int, int]) -> None:
         """The next micro-batch, its rows committed through `foreachBatch` as ingestion does."""
         planned, done = self.logged("offsets"), self.logged("commits")
         if planned and planned[-1] not in done:
@@ -119,7 +120,7 @@ class Spark:
         else:
             batch = planned[-1] + 1 if planned else 0
             self.log("offsets", batch, high)
-        adds = self.store.batch_offsets(batch, upsert)
+        adds = self.store.batch_offsets(batch)
         if adds is not None:
             committed(self.store, batch, adds[0])
             assert self.store.inspect().damage is None  # a commit starts where the last one ended
@@ -155,7 +156,7 @@ def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
             for p in high:  # partition 0 always moves on, so that a new micro-batch runs
                 high[p] += data.draw(st.integers(1 - p, 3))
             try:
-                spark.run(high, upsert)
+                spark.run(high)
             except StoreDamaged:
                 store, spark = reopened()  # the stream failed loudly; it starts again
         elif step == "restart":
@@ -169,8 +170,8 @@ def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
         elif step == "last commit lost" and store.committed():
             (store.commits / f"{store.committed()[-1]}.json").unlink()
     store, spark = reopened()  # whatever the steps left, a restart and two micro-batches catch up
-    spark.run(high, upsert)
-    spark.run(high, upsert)
+    spark.run(high)
+    spark.run(high)
     inspection = store.inspect()
     assert inspection.damage is None
     for p, start in origin.items():
@@ -185,14 +186,18 @@ def test_a_micro_batch_from_an_older_checkpoint_commits_only_what_is_new(tmp_pat
     store.recover("s", origin, False, lambda: origin)
     spark = Spark(store)
     for ends in [{0: 2, 1: 7}, {0: 4, 1: 9}]:
-        spark.run(ends, False)
+        spark.run(ends)
     spark.forget_after(0)
     store = Store(tmp_path)
     assert store.recover("s", origin, False, lambda: origin) == {0: 4, 1: 9}
     spark.log("offsets", 1, {0: 6, 1: 9})
     # Spark reads again from where its older checkpoint ended: rows below 4 and 9 are committed.
-    assert store.batch_offsets(1, False) == ({0: (4, 6), 1: (9, 9)}, {0: 4, 1: 9})
-    # For an upsert source the state in that checkpoint is older than the store: rebuilt.
+    assert store.batch_offsets(1) == ({0: (4, 6), 1: (9, 9)}, {0: 4, 1: 9})
+    # An upsert source's state is what its commits leave: it recovers the same way.
+    store.save_schema(StructType([StructField("__out", StringType()), StructField("__k", BinaryType())]))
+    assert Store(tmp_path).recover("s", origin, True, lambda: origin) == {0: 4, 1: 9}
+    # One an older sluice wrote kept its state in the checkpoint, without `state` files: rebuilt.
+    store.save_schema(StructType([StructField("__out", StringType())]))
     upsert = Store(tmp_path)
     assert upsert.recover("s", origin, True, lambda: origin) == origin
     assert upsert.committed() == [] and not upsert.checkpoint.exists()

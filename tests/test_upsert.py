@@ -161,7 +161,7 @@ def test_debezium_upserts_the_after_row_keyed_by_the_kafka_key(spark, kafka) -> 
             f"AVRO USING SCHEMA '{schema}' (CONFLUENT WIRE FORMAT = false) ENVELOPE DEBEZIUM"
         )
         assert session.execute("SELECT id, name FROM dbz").rows == [(1, "ada l.")]
-        # The same through the stream: Avro records pass through the RocksDB upsert state.
+        # The same through the stream: Avro records pass through the upsert state its commits keep.
         session.execute("CREATE MATERIALIZED VIEW m AS SELECT id, name FROM dbz")
         assert session.execute("SELECT id, name FROM m").rows == [(1, "ada l.")]
 

@@ -34,7 +34,7 @@ COMPACT_AFTER = 16
 SPACING = 4.0
 # What a base keeps: `retract` is spent on the base's own rows, `seen` and `skip` only
 # count messages, which the commit records' totals already hold.
-BASE_KINDS = ("oks", "errs", "dlq", "log")
+BASE_KINDS = ("oks", "errs", "dlq", "log", "state")
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
             if not any(f["kind"] == kind for r in records for f in r["files"]):
                 continue
             rows = store.frame(spark, records, kind).drop("__out")
-            if retracted is not None and kind in ("oks", "errs"):
+            if retracted is not None and kind in ("oks", "errs", "state"):
                 rows = rows.join(retracted, IDENTITY, "left_anti")
             rows.coalesce(spark.sparkContext.defaultParallelism).write.parquet(str(written / f"__out={kind}"))
         written.mkdir(exist_ok=True)

@@ -29,7 +29,7 @@ from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordab
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
 from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
-from sluice.render.store import stored_collection
+from sluice.render.store import IDENTITY, stored_collection, stored_standing
 from sluice.tables import TableStore
 
 PREAMBLE = (
@@ -216,19 +216,36 @@ class ExplainedStore:
         stream = stream_messages(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
         upsert = item.details.envelope != "none"
         program.bind(stream, f"{name}_stream", f"{name}: {STREAM_UPSERT if upsert else STREAM}")
-        batch = f"{name}_batch"
-        with program.function(batch, "messages", "ingested_ms", comment=BATCH) as body:
-            body.returns(batch_rows(Frame(body, ("messages",), dict(stream.fields)), item, Expr(("ingested_ms",))))
+        batch, schema = f"{name}_batch", f"{name}_files_schema"
+        parameters = ("messages", "standing", "ingested_ms") if upsert else ("messages", "ingested_ms")
+        with program.function(batch, *parameters, comment=BATCH_UPSERT if upsert else BATCH) as body:
+            standing = Frame(body, ("standing",), dict.fromkeys(("__k", *IDENTITY))) if upsert else None
+            messages = Frame(body, ("messages",), dict(stream.fields))
+            body.returns(batch_rows(messages, item, Expr(("ingested_ms",)), standing))
         program.imports.add("import time")
-        with program.function(f"{name}_commit", "batch", "n", comment=COMMIT) as body:
-            rows = Expr((f"{batch}(batch, int(time.time() * 1000))",))
+        with program.function(f"{name}_commit", "batch", "n", comment=COMMIT_UPSERT if upsert else COMMIT) as body:
+            arguments: tuple = ("batch",)
+            if upsert:
+                batch_frame = Frame(body, ("batch",), dict(stream.fields))
+                batch_frame.persist()
+                read = body.spark.read.schema(Typed((schema,), _batch_fields(item)))
+                program.imports.add("import glob")
+                standing = stored_standing(
+                    lambda kind: read.parquet(
+                        Expr((f'*glob.glob(stores[{quoted}] + "/batch-*/out/__out={kind}/*.parquet")',))
+                    )
+                )
+                arguments = ("batch, ", standing)
+            rows = Expr((f"{batch}(", *arguments, ", int(time.time() * 1000))"))
             body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
+            if upsert:
+                batch_frame.unpersist()
         checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
         with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
             body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
-        schema = f"{name}_files_schema"
         program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
-        program.statement((f"{batch}(", stream, ", 0).schema"), schema)
+        empty = (", spark.read.schema('__k binary, __p int, __o long').parquet()",) if upsert else ()
+        program.statement((f"{batch}(", stream, *empty, ", 0).schema"), schema)
         return cls(item, Typed((schema,), _batch_fields(item)))
 
     def collection(self, spark, item: Item) -> Collection:
@@ -243,16 +260,22 @@ class ExplainedStore:
 
 
 STREAM = "its ingestion's stream: its messages, decoded, each with its error or NULL"
-STREAM_UPSERT = (
-    "its ingestion's stream: its messages, decoded, through the upsert state (per key, the winning\n"
-    "message's partition and offset), which emits the message leaving the state (−1), the one\n"
-    "entering it (+1) and every error message"
-)
+STREAM_UPSERT = "its ingestion's stream: its messages, decoded, with only the columns its state and rows use"
 BATCH = "A micro-batch's rows: one per (message, kind it goes to), `__out` naming the kind"
+BATCH_UPSERT = (
+    "A micro-batch's rows: its messages against the upsert state before it (`standing`: per key, the\n"
+    "winning message's key and place), giving every error message, each key's old winner leaving the state\n"
+    "(−1) and its latest message entering it (+1); one row per (message, kind it goes to), `__out` naming the kind"
+)
 COMMIT = (
     "Each micro-batch written as files (Ingestion._commit: one Spark runs again after a restart keeps only\n"
     "what lies past the store's last commit), then published as the next commit with its record:\n"
     "offsets, files, checksums (Store.commit)"
+)
+COMMIT_UPSERT = (
+    COMMIT
+    + ";\nthe upsert state is what the micro-batches before it wrote (when sluice runs it, the commits before it:\n"
+    "Store.standing, the `state` rows no commit retracted)"
 )
 INGESTION = (
     '{name}\'s ingestion, the streaming query: sluice starts it once, at the first statement that reads "{name}"\n'
@@ -265,7 +288,7 @@ def _batch_fields(item: Item) -> dict:
     """The columns of a commit's files, as `batch_rows` makes them."""
     headers = ("headers",) if item.details.dead_letter_table is not None else ()
     err = dict.fromkeys((*ERRS_COLUMNS, *headers, "mz_timestamp"))
-    return {"__out": None, "row": dict.fromkeys(c.name for c in item.columns), "err": err, "__p": None, "__o": None, "__seen": None}
+    return {"__out": None, "row": dict.fromkeys(c.name for c in item.columns), "err": err, "__p": None, "__o": None, "__seen": None, "__k": None}
 
 
 def _reads(plan: QueryPlan):

@@ -1,8 +1,9 @@
 """Continuous ingestion: one Spark streaming query per source, reading its topic once per
 micro-batch and committing the batch's rows, errors and dead-letter rows together (see
-`store`). An upsert source keeps its state — the winning message of every key, errors
-included — in Spark's state store (RocksDB) and emits changes: the message that left the
-state (−) and the one that entered it (+).
+`store`). An upsert source's micro-batch is reduced to each key's latest message and set
+against its state — the winning message of every key, errors included — as its commits
+leave it (`Store.standing`), giving changes: the message that left the state (−) and the
+one that entered it (+) (`upsert_changes`).
 
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
@@ -39,6 +40,7 @@ from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, with_fields
 from sluice.render.source import (
     SourceRead,
+    deletes,
     reader_options,
     retry_policy,
     source_messages,
@@ -54,72 +56,39 @@ TRIGGER = "100 milliseconds"
 SUPERVISE_SECONDS = 0.5
 
 
-@dataclass(eq=False)
-class UpsertState(StatefulProcessor):
-    """Per upsert key (its raw bytes): the winning message's (partition, offset).
-
-    Out, per key and micro-batch: every error message (`__log`, for the dead-letter table
-    and the tolerance count), the old winner leaving the state (`__diff` −1, identity only)
-    and the new one entering it (+1; a tombstone enters nothing), and on the first row the
-    number of messages the key had (`__seen`). `columns`: those of the messages in."""
-
-    columns: list[str]
-
-    def init(self, handle) -> None:
-        self.winner = handle.getValueState("winner", "partition int, offset long")
-
-    def handleInputRows(self, key, rows, timerValues=None):
-        rows = list(rows)
-        out = [self._out(r.asDict(), 0, True) for r in rows if r["__error"] is not None]
-        latest = max(rows, key=lambda r: (r["partition"], r["offset"]))
-        if self.winner.exists():
-            partition, offset = self.winner.get()
-            out.append(self._out({"partition": partition, "offset": offset}, -1, False))
-        if latest["value"] is None and latest["__error"] is None:
-            self.winner.clear()
-        else:
-            self.winner.update((latest["partition"], latest["offset"]))
-            out.append(self._out(latest.asDict(), 1, False))
-        if not out:
-            out.append(self._out({}, 0, False))
-        out[0]["__seen"] = len(rows)
-        for values in out:
-            yield Row(**values)
-
-    def _out(self, values: dict, diff: int, log: bool) -> dict:
-        row = {name: values.get(name) for name in self.columns}
-        row.update(__diff=diff, __log=log, __seen=0)
-        return row
-
-    def close(self) -> None:
-        pass
-
-
-# What the upsert state decides on; every other column travels packed as one JSON text,
-# since the state operator converts each column of each message into Python and back.
-_DECIDING = ("__ukey", "partition", "offset", "__error", "value")
-
-
-def _upsert_changes(messages: DataFrame) -> DataFrame:
-    """An upsert source's messages through its state (see `UpsertState`)."""
-    carried = [c for c in messages.columns if c not in _DECIDING]
-    packed_type = messages.select(*carried).schema
-    narrow = messages.select(*_DECIDING, F.to_json(F.struct(*carried)).alias("__packed"))
-    schema = with_fields(
-        narrow.schema,
-        [StructField("__diff", IntegerType()), StructField("__log", BooleanType()), StructField("__seen", LongType())],
+def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
+    """An upsert source's micro-batch of messages against its state before it (`standing`:
+    `(__k, __p, __o)`, the key and place of every key's winning message): every error
+    message (`__log`, for the dead-letter table and the tolerance count), each batch key's
+    old winner leaving the state (`__diff` −1, its place only) and its latest message by
+    (partition, offset) entering it (+1; a tombstone enters nothing: 0), which also
+    carries how many messages the key had (`__seen`). `messages` is read three times: the
+    caller persists it."""
+    columns = messages.columns
+    latest = messages.groupBy("__ukey").agg(
+        F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("__latest"),
+        F.count(F.lit(1)).alias("__seen"),
     )
-    changes = narrow.groupBy("__ukey").transformWithState(UpsertState(narrow.columns), schema, "Append", "None")
-    unpacked = F.from_json("__packed", packed_type)
-    return changes.select(
-        *(c for c in changes.columns if c != "__packed"), *(unpacked[c].alias(c) for c in carried)
+    flags = {"__diff": F.lit(0), "__log": F.lit(False), "__seen": F.lit(0).cast("long")}
+    entering = latest.select(*(F.col("__latest")[c].alias(c) for c in columns), "__seen").withColumns(
+        {"__diff": F.when(deletes(), F.lit(0)).otherwise(F.lit(1)), "__log": F.lit(False)}
     )
+    leaving = standing.join(latest.select(F.col("__ukey").alias("__k")), "__k", "left_semi").select(
+        F.col("__k").alias("__ukey"),
+        F.col("__p").alias("partition"),
+        F.col("__o").alias("offset"),
+        *(value.alias(name) for name, value in {**flags, "__diff": F.lit(-1)}.items()),
+    )
+    logged = messages.where(F.col("__error").isNotNull()).select(
+        *columns, *(value.alias(name) for name, value in {**flags, "__log": F.lit(True)}.items())
+    )
+    return entering.unionByName(leaving, allowMissingColumns=True).unionByName(logged)
 
 
 def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
     """The source's messages as its stream reads them from `start_offsets` (the reader's
-    option: `{"partition": offset}` as JSON), decoded; an upsert source's through its
-    state (`UpsertState`)."""
+    option: `{"partition": offset}` as JSON), decoded; an upsert source's narrowed to what
+    its state and rows are made of (`state_columns`)."""
     desc = item.details
     raw = (
         spark.readStream.format(NAME)
@@ -130,14 +99,17 @@ def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_off
     )
     messages = source_messages(with_decode_errors(raw, desc), desc)
     if desc.envelope != "none":
-        messages = _upsert_changes(messages.select(*state_columns(messages, desc)))
+        messages = messages.select(*state_columns(messages, desc))
     return messages
 
 
-def batch_rows(messages: DataFrame, item: Item, ingested_ms) -> DataFrame:
+def batch_rows(messages: DataFrame, item: Item, ingested_ms, standing: DataFrame | None = None) -> DataFrame:
     """One row per (message, kind it goes to): the rows of a commit's files, `__out`
-    naming the kind (see `store`)."""
+    naming the kind (see `store`). An upsert source's messages go through its state first
+    (`upsert_changes` against `standing`)."""
     desc = item.details
+    if desc.envelope != "none":
+        messages = upsert_changes(messages, standing)
     redirected = desc.dead_letter_table is not None
     parts = source_parts(messages, desc, item)
     error_kind = "dlq" if redirected else "errs"
@@ -155,18 +127,25 @@ def batch_rows(messages: DataFrame, item: Item, ingested_ms) -> DataFrame:
             F.when(diff == -1, F.lit("retract")),
             F.when(log, F.lit("dlq" if redirected else "log")),
             F.when(F.col("__seen") > 0, F.lit("seen")),
+            F.when(diff == 1, F.lit("state")),
         ]
-    seen = F.col("__seen") if desc.envelope != "none" else F.lit(None).cast("long")
+    upsert = desc.envelope != "none"
     # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
     # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
     headers = [F.col("headers")] if redirected else []
-    return messages.select(
-        F.explode(F.array_compact(F.array(*kinds))).alias("__out"),
-        F.struct(*parts.oks).alias("row"),
-        F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")).alias("err"),
+    out = F.col("__out")
+    # Each kind's files hold only what its readers use: a row, an error, a key, a count.
+    return messages.select(F.explode(F.array_compact(F.array(*kinds))).alias("__out"), "*").select(
+        out,
+        F.when(out == "oks", F.struct(*parts.oks)).alias("row"),
+        F.when(
+            out.isin("errs", "dlq", "log"),
+            F.struct(*parts.errs, *headers, F.lit(ingested_ms).cast("long").alias("mz_timestamp")),
+        ).alias("err"),
         F.col("partition").alias("__p"),
         F.col("offset").alias("__o"),
-        seen.alias("__seen"),
+        (F.when(out == "seen", F.col("__seen")) if upsert else F.lit(None).cast("long")).alias("__seen"),
+        (F.when(out == "state", F.col("__ukey")) if upsert else F.lit(None).cast("binary")).alias("__k"),
     )
 
 
@@ -238,13 +217,13 @@ class Ingestion:
         )
         start_offsets = json.dumps({str(p): start for p, start in starts.items()})
         messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
-        self.store.save_schema(batch_rows(messages, self.item, 0).schema)
+        self.store.save_schema(batch_rows(messages, self.item, 0, self.store.standing(self.spark)).schema)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         self.query = streaming(messages, self._commit, self.item, str(self.store.checkpoint))
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
-        adds = self.store.batch_offsets(n, upsert)
+        adds = self.store.batch_offsets(n)
         if adds is None:
             return  # run again after a restart: every offset it read is committed already
         offsets, below = adds
@@ -258,7 +237,14 @@ class Ingestion:
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
-        write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
+        if upsert:
+            batch = batch.persist()
+            with self.store.reading():
+                standing = self.store.standing(self.spark)
+                write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
+            batch.unpersist()
+        else:
+            write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
         self.store.commit(
             written,
             batch=n,

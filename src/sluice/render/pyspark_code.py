@@ -229,7 +229,7 @@ class _Method:
         if method == "join":
             return frame.derived(parts, _joined(fields, *args, **kwargs))
         if method == "groupBy":
-            return _Grouped(frame, parts)
+            return _Grouped(frame, parts, args)
         raise Unrecordable(f"DataFrame.{method}")
 
 
@@ -245,13 +245,14 @@ def _joined(fields: dict, other: Frame, on=None, how: str = "inner") -> dict:
 class _Grouped(Expr):
     """`frame.groupBy(…)`: what a grouped frame gives, of those calls rendering makes."""
 
-    def __init__(self, frame: Frame, parts: tuple) -> None:
+    def __init__(self, frame: Frame, parts: tuple, keys: tuple) -> None:
         super().__init__(parts)
         self.frame = frame
+        self.keys = keys
 
-    def transformWithState(self, processor, schema, *args) -> Frame:
-        parts = self.parts + _call("transformWithState", (processor, schema, *args), {})
-        return self.frame.derived(parts, dict(schema.fields))
+    def agg(self, *columns) -> Frame:
+        parts = self.parts + _call("agg", columns, {})
+        return self.frame.derived(parts, _selected(self.frame.fields, (*self.keys, *columns)))
 
 
 def _selected(fields: dict, columns: tuple) -> dict:
@@ -514,6 +515,8 @@ class _Writer:
             return _sql_literal(part.text)
         if not isinstance(part, Frame):
             return part
+        if len(part.parts) == 1 and isinstance(part.parts[0], str) and part.parts[0].isidentifier():
+            return part.parts[0]  # a variable already, such as a function's parameter
         key = id(part)
         if key in self.written:
             return self.names[key]

@@ -317,7 +317,7 @@ def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
     return [value.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
 
 
-def _deletes(messages: DataFrame) -> SparkColumn:
+def deletes() -> SparkColumn:
     """Whether an upsert message removes its key: a NULL value that is not a lost range."""
     return F.col("value").isNull() & F.col("__error").isNull()
 
@@ -353,7 +353,7 @@ def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourcePar
     good_key = F.col("key").isNotNull() & F.col("__key_error").isNull()
     shown = good_key & (value_error.isNull() | F.lit(inline is not None))
     oks = _row_columns(messages, desc, item, inline)
-    return SourceParts(shown, failed, _deletes(messages), oks, errs)
+    return SourceParts(shown, failed, deletes(), oks, errs)
 
 
 def _key_repr(decoded: DataFrame, desc: SourceDesc):

@@ -154,9 +154,10 @@ def _build(settings: SparkSettings) -> SparkSession:
         # Avro time-millis/time-micros columns are TIME: without the flag Spark reads them
         # from Arrow but refuses to store them (a continuously ingested source fails).
         .config("spark.sql.timeType.enabled", "true")
-        # One shuffle partition per core the master names: every partition of an upsert
-        # source's state is a task (and a RocksDB commit) in each micro-batch, so more only
-        # adds latency. A cluster keeps Spark's 200 unless `--conf` says otherwise.
+        # One shuffle partition per core the master names: every shuffle partition of an
+        # upsert source's micro-batch (its reduction to the latest message per key) is a
+        # task, so more only adds latency. A cluster keeps Spark's 200 unless `--conf` says
+        # otherwise.
         .config("spark.sql.shuffle.partitions", str(_cores(master) or 200))
         # Every broadcast side of a join takes at least one page; the default page (a
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
@@ -165,11 +166,6 @@ def _build(settings: SparkSettings) -> SparkSession:
         # Jobs share the cores fairly between pools: a source's compaction runs in a pool
         # of its own (render/compaction.py), so ingestion and queries keep their share.
         .config("spark.scheduler.mode", "FAIR")
-        # Upsert state lives in RocksDB (transformWithState requires it).
-        .config(
-            "spark.sql.streaming.stateStore.providerClass",
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        )
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
         # PySpark would record the Python call site of every column function in the JVM
         # (three calls into it each, and a walk of the stack): sluice's own frames, which

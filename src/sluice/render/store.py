@@ -3,7 +3,7 @@ checking them, reading them back as a `Collection`, and repairing a damaged stor
 
 Layout of `<data dir>/streams/<source id>/`:
 
-    checkpoint/                         Spark's: offsets, and an upsert source's state
+    checkpoint/                         Spark's: the offsets its micro-batches read
     batches/<k>/__out=<kind>/*.parquet  what commit k holds, one kind per folder
     commits/<k>.json                    commit k's record, written last: a commit is
                                         visible only once its record exists
@@ -15,7 +15,9 @@ Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (erro
 fails with; upsert: entering its state), `retract` (upsert: `(__p, __o)` of messages that
 left the state), `dlq` (dead-letter rows), `log` (upsert: every error message, for the
 tolerance count), `skip` (ENVELOPE NONE messages without key and value), `seen` (upsert:
-messages per key and batch). Because the source's rows, its errors and its dead-letter rows
+messages per key and batch), `state` (upsert: `(__k, __p, __o)`, the key and place of each
+message entering its state). An upsert source's state is what its commits leave: the
+`state` rows no commit retracted (`standing`). Because the source's rows, its errors and its dead-letter rows
 of one micro-batch sit under one commit record, a restart never shows one without the other.
 
 Commits are numbered by the store (0, 1, …), apart from Spark's batch ids. A record lists
@@ -31,22 +33,19 @@ holds while the file's stat is unchanged). A store is damaged when a record is m
 unreadable, a commit does not start where the one before it ended, a listed file is
 missing, resized or fails its checksum, or the checkpoint has read past the last commit.
 Damage is repaired from Kafka when the stream starts (a read that finds damage restarts
-the stream first), provided Kafka still holds every offset the repair reads again:
-
-* ENVELOPE NONE: the first damaged commit and every commit after it are dropped, the
-  checkpoint is discarded, and the stream reads again from where the last sound commit
-  ended. A lost or unreadable checkpoint alone loses nothing: the stream starts from the
-  committed offsets.
-* UPSERT: the state in the checkpoint reflects every commit, so any damage, and a lost,
-  unreadable or replaced checkpoint, drops every commit and the checkpoint: the stream
-  rebuilds the state and the store from the source's start.
+the stream first), provided Kafka still holds every offset the repair reads again: the first damaged commit and every commit after it are dropped, the checkpoint is
+discarded, and the stream reads again from where the last sound commit ended (an upsert
+source's state is then what the sound commits leave). A lost or unreadable checkpoint
+alone loses nothing: the stream starts from the committed offsets. An upsert store an
+older sluice wrote, whose state was in Spark's checkpoint, is rebuilt from the source's
+start.
 
 When Kafka no longer holds those offsets the store is left as it is, and every read of the
 source fails with `StoreDamaged` (XX001) naming the commit and the file. Staging folders of
 batches that never committed are removed when a stream starts.
 
 Compaction (`render/compaction`) keeps a read's cost flat however many commits there are:
-it writes commits 0 to k as one base, keyed by k — the rows and the errors still standing
+it writes commits 0 to k as one base, keyed by k — the rows, errors and state still standing
 (for an upsert source, what the retractions of those commits leave), every dead-letter
 and `log` row (the dead-letter table and the tolerance count read them all) — and
 publishes it as a commit is published: files fsynced and listed with bytes, rows and
@@ -76,7 +75,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import Item
@@ -84,8 +83,12 @@ from sluice.errors import SOURCE_ERROR, StoreDamaged
 from sluice.render.pyspark_code import F
 from sluice.render.source import ERRS_COLUMNS, Collection
 
-KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen")
+KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen", "state")
 IDENTITY = ["__p", "__o"]
+# The columns of an upsert source's `state` files its standing state is read from.
+STATE_SCHEMA = StructType(
+    [StructField("__k", BinaryType()), StructField("__p", IntegerType()), StructField("__o", LongType())]
+)
 FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
 
 Offsets = dict[int, int]  # partition → next offset
@@ -199,6 +202,12 @@ class Store:
 
     def schema(self) -> StructType:
         return StructType.fromJson(json.loads((self.root / "schema.json").read_text()))
+
+    def _schema_fields(self) -> list[str]:
+        try:
+            return self.schema().fieldNames()
+        except (OSError, ValueError):
+            return []
 
     # -- checking --------------------------------------------------------------------
 
@@ -346,14 +355,12 @@ class Store:
         except (OSError, ValueError, IndexError):
             done = planned = None
             readable = False
-        if upsert:
-            damage = inspection.damage or _state_mismatch(inspection.end, done, planned, readable)
-            keep = [] if damage else inspection.records
-            discard = damage is not None
-        else:
-            damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
-            keep = inspection.records
-            discard = damage is not None or not readable
+        damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
+        keep = inspection.records
+        if upsert and keep and "__k" not in self._schema_fields():
+            damage = Damage("its upsert state is in the layout of an older sluice, which kept it in the checkpoint")
+            keep = []
+        discard = damage is not None or not readable
         start = {**origin, **(ends(keep[-1]) if keep else {})}
         if damage is not None:
             deleted = {p: low for p, low in lows().items() if low > start.get(p, 0)}
@@ -390,12 +397,12 @@ class Store:
                 names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.iterdir()}
                 remove_paths([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
 
-    def batch_offsets(self, batch: int, upsert: bool) -> tuple[Ranges, Offsets] | None:
+    def batch_offsets(self, batch: int) -> tuple[Ranges, Offsets] | None:
         """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
         from the committed offsets on, and the partitions it read from below them (`{p:
         from}`: its rows there below `from` are committed already). None when it adds
         nothing (a micro-batch run again). Raises `StoreDamaged` when the micro-batch
-        began past the committed offsets, or for an upsert source anywhere but at them."""
+        began past the committed offsets."""
         end = self.spark_offsets(batch)
         if end is None:
             raise ValueError(f"Spark's offset log has no micro-batch {batch}")
@@ -408,9 +415,8 @@ class Store:
             return None
         began = {p: began.get(p, froms[p]) for p in end}
         below = {p: froms[p] for p in end if began[p] < froms[p]}
-        # Past the committed offsets, what lies between was never committed; an upsert
-        # source's state holds exactly the committed messages, so it must begin at them.
-        wrong = sorted(p for p in end if began[p] > froms[p] or (upsert and p in below))
+        # Past the committed offsets, what lies between was never committed.
+        wrong = sorted(p for p in end if began[p] > froms[p])
         if wrong:
             raise Damage(
                 f"micro-batch {batch} of its checkpoint does not start at its committed offsets ("
@@ -523,6 +529,20 @@ class Store:
         # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]).
         return spark.read.schema(schema).parquet(*paths)
 
+    def standing(self, spark: SparkSession) -> DataFrame:
+        """An upsert source's state as its commits leave it: `(__k, __p, __o)`, the key and
+        place of every key's winning message (the `state` rows no commit retracted). Read
+        it inside `reading`."""
+        inspection = self.inspect()
+        if inspection.damage is not None:
+            raise inspection.damage.error(self.source, hint=READ_AGAIN)
+
+        def frame(kind: str) -> DataFrame:
+            paths = [str(self.root / f["path"]) for r in inspection.records for f in r["files"] if f["kind"] == kind]
+            return spark.read.schema(STATE_SCHEMA).parquet(*paths)
+
+        return stored_standing(frame)
+
     def _sound_read(self, item: Item) -> Inspection:
         """Begin a read (ended by `release`) of the store, which must not be damaged."""
         self._begin_read()
@@ -551,6 +571,13 @@ class Store:
         return rows.where(new), inspection.end
 
 
+def stored_standing(frame: Callable[[str], DataFrame]) -> DataFrame:
+    """An upsert source's state from its committed files, `frame(kind)` reading those of
+    one kind: the key and place of every `state` row no commit retracted."""
+    retracted = frame("retract").select(*IDENTITY)
+    return frame("state").join(retracted, IDENTITY, "left_anti").select("__k", *IDENTITY)
+
+
 def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collection:
     """The source's collection from its committed files, `frame(kind)` reading those of
     one kind: an upsert source's rows and errors are those no later commit retracted."""
@@ -568,18 +595,6 @@ def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collecti
     errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
     log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
     return Collection(oks, errs, oks, log, dead_letters)
-
-
-def _state_mismatch(
-    end: Offsets, done: Offsets | None, planned: Offsets | None, readable: bool
-) -> Damage | None:
-    """How an upsert source's checkpoint, holding its state, disagrees with its commits:
-    it must stand where they end, or be about to run again the micro-batch ending there."""
-    if readable and end in (done or {}, planned):
-        return None
-    if readable and done is None and planned is None:
-        return Damage("its checkpoint, holding the upsert state, is missing")
-    return Damage("its checkpoint, holding the upsert state, does not match its commits")
 
 
 def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
