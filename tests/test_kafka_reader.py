@@ -6,9 +6,11 @@ import datetime as dt
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sluice.kafka.embedded import produce
-from sluice.kafka.reader import NAME, KafkaReadError, Options, read_range, watermarks
+from sluice.kafka.reader import NAME, KafkaReadError, Options, admitted, read_range, watermarks
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
@@ -124,3 +126,19 @@ def test_missing_topic_and_unreachable_broker_are_errors_not_hangs(kafka) -> Non
     options = Options(kafka.bootstrap, "t", {}, retry=RetryPolicy(2, 1))
     with pytest.raises(SourceUnavailable, match="^topic 't' partition 0: no message at offset 0"):
         list(read_range(options, 0, 0, 1))
+
+
+@given(
+    backlogs=st.dictionaries(st.sampled_from("0123456789"), st.tuples(st.integers(0, 10**6), st.integers(0, 10**6))),
+    most=st.integers(1, 10**6),
+)
+def test_a_bounded_micro_batch_takes_each_partition_s_share_and_always_moves_on(backlogs, most) -> None:
+    start = {p: a for p, (a, _) in backlogs.items()}
+    highs = {p: a + b for p, (a, b) in backlogs.items()}
+    ends = admitted(start, highs, most)
+    assert set(ends) == set(highs)
+    assert all(start[p] <= ends[p] <= highs[p] for p in highs)
+    read = sum(ends[p] - start[p] for p in highs)
+    backlog = sum(highs[p] - start[p] for p in highs)
+    assert read == backlog if backlog <= most else most <= read <= most + len(highs)
+    assert all(ends[p] > start[p] for p in highs if highs[p] > start[p])  # every partition with a backlog

@@ -5,6 +5,8 @@ their micro-batch's ingestion time; SUBSCRIBE streams changes; SHOW SOURCE STATI
 from __future__ import annotations
 
 import json
+import os
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -67,9 +69,12 @@ pairs = st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), min_
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(first=pairs, second=pairs, inline=st.booleans())
-def test_materialized_view_batch_select_and_model_agree(spark, first, second, inline) -> None:
-    with EmbeddedKafka() as kafka, sluice.Session() as live, sluice.Session() as batch:
+@given(first=pairs, second=pairs, inline=st.booleans(), bound=st.sampled_from(["0", "3"]))
+def test_materialized_view_batch_select_and_model_agree(spark, first, second, inline, bound) -> None:
+    """`bound`: messages a micro-batch reads at most (0: no bound), so that a round's
+    messages, and one key's, may be spread over several micro-batches."""
+    bounded = mock.patch.dict(os.environ, {"SLUICE_MAX_BATCH_MESSAGES": bound})
+    with bounded, EmbeddedKafka() as kafka, sluice.Session() as live, sluice.Session() as batch:
         kafka.create_topic("t", 2)
         for session in (live, batch):
             session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")

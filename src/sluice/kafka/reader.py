@@ -8,7 +8,9 @@ the range: no fetch waits on a timeout for messages that cannot arrive.
 
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
-`{partition: next offset}` in Spark's checkpoint.
+`{partition: next offset}` in Spark's checkpoint, and with `max_messages` a micro-batch
+reads about that many messages at most (`admitted`), so that catching up with a long
+backlog never needs it all in one micro-batch's memory.
 
 Offsets retention deleted before they were read are never skipped silently: by default the
 read fails (Spark's `failOnDataLoss`); with `report_lost` each lost range arrives as one row
@@ -44,6 +46,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -345,6 +348,18 @@ class KafkaBatchReader(DataSourceReader):
         return read_range(self.options, partition.partition, partition.start, partition.end)
 
 
+def admitted(start: dict, highs: dict, most: int) -> dict:
+    """Where a micro-batch from `start` ends when it may read about `most` messages of what
+    lies before `highs` (both `{"<partition>": offset}`): each partition gets its share of
+    the backlog, rounded up so that every partition with one moves on (Spark's Kafka
+    source divides `maxOffsetsPerTrigger` the same way)."""
+    backlog = {p: max(high - start.get(p, 0), 0) for p, high in highs.items()}
+    total = sum(backlog.values())
+    if total <= most:
+        return highs
+    return {p: start.get(p, 0) + -(-backlog[p] * most // total) for p in highs}
+
+
 class KafkaStreamReader(DataSourceStreamReader):
     """Offsets are `{"<partition>": next offset}`; new partitions start at their low mark.
 
@@ -355,6 +370,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options) -> None:
         self.options = Options.of(options)
         self.start = {int(k): v for k, v in json.loads(options.get("start_offsets", "{}")).items()}
+        self.max_messages = int(options.get("max_messages", 0))
         self._watermarks: TopicWatermarks | None = None
 
     def watermarks(self) -> dict[int, tuple[int, int]]:
@@ -366,8 +382,14 @@ class KafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {str(p): self.start.get(p, low) for p, (low, _) in self.watermarks().items()}
 
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_messages) if self.max_messages > 0 else ReadAllAvailable()
+
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        return {str(p): high for p, (_, high) in self.watermarks().items()}
+        highs = {str(p): high for p, (_, high) in self.watermarks().items()}
+        if start is None or not isinstance(limit, ReadMaxRows):
+            return highs
+        return admitted(start, highs, limit.max_rows)
 
     def partitions(self, start: dict, end: dict) -> list[Range]:
         return [

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import os
 import shutil
 import tempfile
 import threading
@@ -52,6 +53,9 @@ from sluice.render.store import Store
 
 # How often an idle stream asks Kafka for new offsets.
 TRIGGER = "100 milliseconds"
+# Messages a micro-batch reads at most (SLUICE_MAX_BATCH_MESSAGES overrides; 0: no bound):
+# a long backlog is caught up with in bounded batches.
+MAX_BATCH_MESSAGES = 500_000
 # How often the supervisor looks for failed streams.
 SUPERVISE_SECONDS = 0.5
 
@@ -95,6 +99,7 @@ def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_off
         .options(**reader_options(desc, catalog))
         .option("retry", retry_policy(item).to_json())
         .option("start_offsets", start_offsets)
+        .option("max_messages", os.environ.get("SLUICE_MAX_BATCH_MESSAGES", str(MAX_BATCH_MESSAGES)))
         .load()
     )
     messages = source_messages(with_decode_errors(raw, desc), desc)
