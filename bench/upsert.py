@@ -95,6 +95,11 @@ class Latest(StatefulProcessor):
 
 
 def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
+    # transformWithState keeps its state in RocksDB only.
+    spark().conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    )
     raw = avro_reader(spark().readStream, kafka, topic, SCHEMA).load()
     changes = raw.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value_data", "value_error")
     changes = changes.groupBy("key").transformWithState(

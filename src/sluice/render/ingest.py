@@ -64,29 +64,43 @@ def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
     """An upsert source's micro-batch of messages against its state before it (`standing`:
     `(__k, __p, __o)`, the key and place of every key's winning message): every error
     message (`__log`, for the dead-letter table and the tolerance count), each batch key's
-    old winner leaving the state (`__diff` −1, its place only) and its latest message by
-    (partition, offset) entering it (+1; a tombstone enters nothing: 0), which also
-    carries how many messages the key had (`__seen`). `messages` is read three times: the
-    caller persists it."""
+    latest message by (partition, offset) entering the state (`__diff` +1; a tombstone
+    enters nothing: 0), carrying how many messages the key had (`__seen`), and the key's
+    old winner leaving it (−1, its place only). The old winner is joined to the latest
+    message, and both come out of one row, so that a micro-batch is two shuffles (by key,
+    on both sides) and one pass. `messages` is read twice: the caller persists it."""
     columns = messages.columns
     latest = messages.groupBy("__ukey").agg(
         F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("__latest"),
         F.count(F.lit(1)).alias("__seen"),
     )
-    flags = {"__diff": F.lit(0), "__log": F.lit(False), "__seen": F.lit(0).cast("long")}
-    entering = latest.select(*(F.col("__latest")[c].alias(c) for c in columns), "__seen").withColumns(
-        {"__diff": F.when(deletes(), F.lit(0)).otherwise(F.lit(1)), "__log": F.lit(False)}
+    old = standing.select(F.col("__k").alias("__ukey"), "__p", "__o")
+    joined = latest.join(old, "__ukey", "left").select(
+        *(F.col("__latest")[c].alias(c) for c in columns if c != "__ukey"),
+        "__ukey",
+        "__seen",
+        "__p",
+        "__o",
+        F.explode(F.when(F.col("__p").isNull(), F.array(F.lit(1))).otherwise(F.array(F.lit(1), F.lit(-1)))).alias(
+            "__diff"
+        ),
     )
-    leaving = standing.join(latest.select(F.col("__ukey").alias("__k")), "__k", "left_semi").select(
-        F.col("__k").alias("__ukey"),
-        F.col("__p").alias("partition"),
-        F.col("__o").alias("offset"),
-        *(value.alias(name) for name, value in {**flags, "__diff": F.lit(-1)}.items()),
+    entering = F.col("__diff") == 1
+    moved = {
+        "partition": F.when(entering, F.col("partition")).otherwise(F.col("__p")),
+        "offset": F.when(entering, F.col("offset")).otherwise(F.col("__o")),
+        "__ukey": F.col("__ukey"),
+    }
+    changes = joined.select(
+        *(moved[c].alias(c) if c in moved else F.when(entering, F.col(c)).alias(c) for c in columns),
+        F.when(~entering, F.lit(-1)).when(deletes(), F.lit(0)).otherwise(F.lit(1)).alias("__diff"),
+        F.lit(False).alias("__log"),
+        F.when(entering, F.col("__seen")).otherwise(F.lit(0)).alias("__seen"),
     )
     logged = messages.where(F.col("__error").isNotNull()).select(
-        *columns, *(value.alias(name) for name, value in {**flags, "__log": F.lit(True)}.items())
+        *columns, F.lit(0).alias("__diff"), F.lit(True).alias("__log"), F.lit(0).cast("long").alias("__seen")
     )
-    return entering.unionByName(leaving, allowMissingColumns=True).unionByName(logged)
+    return changes.unionByName(logged)
 
 
 def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
