@@ -5,6 +5,16 @@ against its state — the winning message of every key, errors included — as i
 leave it (`Store.standing`), giving changes: the message that left the state (−) and the
 one that entered it (+) (`upsert_changes`).
 
+Why not Spark's stateful operators: `transformWithState` calls a Python function per key
+and micro-batch, converting every row into Python and back; measured on two cores (1 M
+Avro messages, 100 k keys, `bench/upsert.py`) it caught up at 16–20 k messages/s, while
+reducing each micro-batch in the JVM (`max_by` per key) and joining it to the state the
+commits hold runs at 38–67 k/s. Keeping the state in the store also makes it as durable
+as the commits: a lost or older checkpoint costs an upsert source nothing, and its repair
+reads again only from the first damaged commit. The price is a fixed cost per
+micro-batch of about 1 s on two cores (six Spark jobs: the read, the reduction, the
+state's read, the write) against ~0.6 s with `transformWithState`.
+
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other

@@ -163,6 +163,10 @@ def _build(settings: SparkSettings) -> SparkSession:
         # sixteenth of a core's memory share, 16 MB here) makes a many-way join of small
         # tables thrash or run out of memory (56 ten-row tables: 0.9 GB).
         .config("spark.buffer.pageSize", "1m")
+        # A commit's files are written a folder per kind (`render/ingest.write_batch`): with
+        # a writer open per kind, Spark writes them as they come instead of sorting every
+        # row of the micro-batch by its kind first.
+        .config("spark.sql.maxConcurrentOutputFileWriters", "16")
         # Jobs share the cores fairly between pools: a source's compaction runs in a pool
         # of its own (render/compaction.py), so ingestion and queries keep their share.
         .config("spark.scheduler.mode", "FAIR")
