@@ -268,10 +268,12 @@ class Ingestion:
         written = staging / "out"
         if upsert:
             batch = batch.persist()
-            with self.store.reading():
-                standing = self.store.standing(self.spark)
-                write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
-            batch.unpersist()
+            try:
+                with self.store.reading():
+                    standing = self.store.standing(self.spark)
+                    write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
+            finally:
+                batch.unpersist()
         else:
             write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
         self.store.commit(
