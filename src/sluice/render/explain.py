@@ -29,7 +29,7 @@ from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordab
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
 from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
-from sluice.render.store import IDENTITY, stored_collection, stored_standing
+from sluice.render.store import IDENTITY, no_standing, stored_collection, stored_standing
 from sluice.tables import TableStore
 
 PREAMBLE = (
@@ -244,7 +244,7 @@ class ExplainedStore:
         with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
             body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
         program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
-        empty = (", spark.read.schema('__k binary, __p int, __o long').parquet()",) if upsert else ()
+        empty = (", ", no_standing(program.spark)) if upsert else ()
         program.statement((f"{batch}(", stream, *empty, ", 0).schema"), schema)
         return cls(item, Typed((schema,), _batch_fields(item)))
 

@@ -59,7 +59,7 @@ from sluice.render.source import (
     state_columns,
     with_decode_errors,
 )
-from sluice.render.store import Store
+from sluice.render.store import Store, no_standing
 
 # How often an idle stream asks Kafka for new offsets.
 TRIGGER = "100 milliseconds"
@@ -137,12 +137,13 @@ def batch_rows(messages: DataFrame, item: Item, ingested_ms, standing: DataFrame
     naming the kind (see `store`). An upsert source's messages go through its state first
     (`upsert_changes` against `standing`)."""
     desc = item.details
-    if desc.envelope != "none":
+    upsert = desc.envelope != "none"
+    if upsert:
         messages = upsert_changes(messages, standing)
     redirected = desc.dead_letter_table is not None
     parts = source_parts(messages, desc, item)
     error_kind = "dlq" if redirected else "errs"
-    if desc.envelope == "none":
+    if not upsert:
         kinds = [
             F.when(parts.ok, F.lit("oks")),
             F.when(parts.failed, F.lit(error_kind)),
@@ -158,7 +159,6 @@ def batch_rows(messages: DataFrame, item: Item, ingested_ms, standing: DataFrame
             F.when(F.col("__seen") > 0, F.lit("seen")),
             F.when(diff == 1, F.lit("state")),
         ]
-    upsert = desc.envelope != "none"
     # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
     # write back; SELECT does not show them (DESIGN §4 lists the table's columns).
     headers = [F.col("headers")] if redirected else []
@@ -246,7 +246,7 @@ class Ingestion:
         )
         start_offsets = json.dumps({str(p): start for p, start in starts.items()})
         messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
-        self.store.save_schema(batch_rows(messages, self.item, 0, self.store.standing(self.spark)).schema)
+        self.store.save_schema(batch_rows(messages, self.item, 0, no_standing(self.spark)).schema)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         self.query = streaming(messages, self._commit, self.item, str(self.store.checkpoint))
 

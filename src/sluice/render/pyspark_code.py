@@ -304,7 +304,9 @@ class _Reader(Expr):
         shown = {k: _redacted(k, v) for k, v in options.items()}
         return self._with(options, _call("options", (), shown))
 
-    def schema(self, schema: Typed) -> _Reader:
+    def schema(self, schema: Typed | StructType) -> _Reader:
+        if isinstance(schema, StructType):  # a schema rendering fixes: written out
+            schema = Typed(_parts(schema), {f.name: f.dataType for f in schema})
         return self._with({_SCHEMA: schema}, _call("schema", (schema,), {}))
 
     def _with(self, options: dict, parts: tuple) -> _Reader:

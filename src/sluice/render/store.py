@@ -523,8 +523,9 @@ class Store:
             remove_paths(obsolete())
             return True
 
-    def frame(self, spark: SparkSession, records: list[dict], kind: str) -> DataFrame:
-        schema = self.schema()
+    def frame(self, spark: SparkSession, records: list[dict], kind: str, schema: StructType | None = None) -> DataFrame:
+        """The files of one kind of `records`, in `schema` (the batch files', by default)."""
+        schema = schema or self.schema()
         paths = [str(self.root / f["path"]) for r in records for f in r["files"] if f["kind"] == kind]
         # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]).
         return spark.read.schema(schema).parquet(*paths)
@@ -536,12 +537,7 @@ class Store:
         inspection = self.inspect()
         if inspection.damage is not None:
             raise inspection.damage.error(self.source, hint=READ_AGAIN)
-
-        def frame(kind: str) -> DataFrame:
-            paths = [str(self.root / f["path"]) for r in inspection.records for f in r["files"] if f["kind"] == kind]
-            return spark.read.schema(STATE_SCHEMA).parquet(*paths)
-
-        return stored_standing(frame)
+        return stored_standing(lambda kind: self.frame(spark, inspection.records, kind, STATE_SCHEMA))
 
     def _sound_read(self, item: Item) -> Inspection:
         """Begin a read (ended by `release`) of the store, which must not be damaged."""
@@ -569,6 +565,11 @@ class Store:
         for partition, offset in since.items():
             new = new & ((F.col("partition") != partition) | (F.col("offset") >= offset))
         return rows.where(new), inspection.end
+
+
+def no_standing(spark: SparkSession) -> DataFrame:
+    """An upsert state with no key: what a source's first micro-batch is set against."""
+    return spark.read.schema(STATE_SCHEMA).parquet()
 
 
 def stored_standing(frame: Callable[[str], DataFrame]) -> DataFrame:
