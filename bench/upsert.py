@@ -1,7 +1,7 @@
 """Upsert catch-up and latency: a materialized view over an ENVELOPE UPSERT source against
 two hand-written PySpark jobs doing the same work — a stateful one (transformWithState,
 RocksDB) and a foreachBatch one reducing each micro-batch to the latest message per key
-and merging it into a versioned Parquet state — and against sluice's own snapshot SELECT
+(in its read tasks, then in the JVM) and merging it into a versioned Parquet state — and against sluice's own snapshot SELECT
 of the topic, in the same run, on the embedded broker and a local Spark session.
 
 Usage: python bench/upsert.py [--messages N] [--keys K] [--partitions P]
@@ -114,11 +114,13 @@ def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
 
 def pyspark_last_per_key(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
     """The hand-written foreachBatch job: each micro-batch reduced to the latest message per
-    key in the JVM (`max_by`), merged into a versioned Parquet state — the version before
-    it without the batch's keys, plus their latest messages but deletes — written under the
-    batch's number, which Spark's checkpoint commits with the batch's offsets."""
+    key, first in each read task before decoding (the reader's `latest_per_key`, with no
+    error kept beside it), then in the JVM (`max_by`), merged into a versioned Parquet
+    state — the version before it without the batch's keys, plus their latest messages but
+    deletes — written under the batch's number, which Spark's checkpoint commits with the
+    batch's offsets."""
     session = spark()
-    raw = avro_reader(session.readStream, kafka, topic, SCHEMA).load()
+    raw = avro_reader(session.readStream, kafka, topic, SCHEMA).option("latest_per_key", "{}").load()
     columns = ["key", "partition", "offset", "id", "balance", "error"]
     messages = raw.select(
         F.col("key").cast("string").alias("key"),

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sluice.kafka.embedded import produce
-from sluice.kafka.reader import NAME, KafkaReadError, Options, admitted, read_range, watermarks
+from sluice.catalog.formats import Json
+from sluice.catalog.types import JSONB, Column
+from sluice.kafka.reader import NAME, KafkaReadError, Options, admitted, decode_spec, read_range, watermarks
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
@@ -142,3 +145,49 @@ def test_a_bounded_micro_batch_takes_each_partition_s_share_and_always_moves_on(
     backlog = sum(highs[p] - start[p] for p in highs)
     assert read == backlog if backlog <= most else most <= read <= most + len(highs)
     assert all(ends[p] > start[p] for p in highs if highs[p] > start[p])  # every partition with a backlog
+
+
+_KEYS = st.sampled_from([None, b"a", b"b", b"c", b"\xff", "é".encode()])
+_VALUES = st.sampled_from([None, b"1", b"[2]", b'{"x": 3}', b"{bad", b"\xfe"])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    messages=st.lists(st.tuples(_KEYS, _VALUES), max_size=40),
+    checks=st.sampled_from([{}, {"key": "utf8"}, {"key": "utf8", "value": "decoded"}]),
+    batch_size=st.integers(1, 7),
+)
+def test_a_task_keeps_each_key_s_latest_message_and_every_one_whose_error_must_be_seen(
+    kafka, messages, checks, batch_size
+) -> None:
+    topic = uuid.uuid4().hex
+    kafka.create_topic(topic, 1)
+    produce(kafka.bootstrap, topic, messages, partition=0)
+    decode = {"value": decode_spec(Json((Column("data", JSONB, False),)))}
+    every = Options(kafka.bootstrap, topic, {}, decode=decode)
+    rows = {r["offset"]: r for b in read_range(every, 0, 0, len(messages)) for r in b.to_pylist()}
+    reduced = Options(kafka.bootstrap, topic, {}, decode=decode, latest_per_key=checks, batch_size=batch_size)
+    kept = [r for b in read_range(reduced, 0, 0, len(messages)) for r in b.to_pylist()]
+    assert all(len(b) <= batch_size for b in read_range(reduced, 0, 0, len(messages)))
+    latest = {key: offset for offset, (key, _) in enumerate(messages) if key is not None}
+
+    def must_be_seen(offset: int) -> bool:
+        key, value = messages[offset]
+        bad_key = key is not None and "key" in checks and not _utf8(key)
+        bad_value = "value" in checks and rows[offset]["value_error"] is not None
+        return key is None or bad_key or bad_value or latest[key] == offset
+
+    # Nothing else is kept, each kept row is the message as a full read gives it, and the
+    # counts add up to every message, per key.
+    assert [r["offset"] for r in kept] == [o for o in range(len(messages)) if must_be_seen(o)]
+    assert all({k: v for k, v in r.items() if k != "count"} == rows[r["offset"]] for r in kept)
+    for key in {k for k, _ in messages}:
+        assert sum(r["count"] for r in kept if r["key"] == key) == sum(1 for k, _ in messages if k == key)
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -8,9 +8,16 @@ the range: no fetch waits on a timeout for messages that cannot arrive.
 
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
-`{partition: next offset}` in Spark's checkpoint, and with `max_messages` a micro-batch
+`{partition: next offset}` in Spark's checkpoint, never reading below `start_offsets`, and with `max_messages` a micro-batch
 reads about that many messages at most (`admitted`), so that catching up with a long
 backlog never needs it all in one micro-batch's memory.
+
+An upsert stream's read tasks keep only each key's latest message (`latest_per_key`, see
+`_Columns`): a message its task reads a later one of the same raw key for is neither
+decoded nor sent on, the later one counting it (`count`), unless its decode error must be
+seen — a NULL key, a key or value that fails the checks the option names. What the stream
+reduces per key afterwards (the latest by offset, how many messages a key had) comes out
+the same; each micro-batch moves a fraction of its messages when keys repeat.
 
 Offsets retention deleted before they were read are never skipped silently: by default the
 read fails (Spark's `failOnDataLoss`); with `report_lost` each lost range arrives as one row
@@ -99,6 +106,9 @@ LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 BATCH_SIZE = 10_000
+# Messages a read task reduces to their keys' latest at once (`latest_per_key`): about
+# 300 bytes of Python objects each, raw bytes apart.
+LATEST_WINDOW = 200_000
 # A read given no `retry` option (one outside a source) waits out faults as a source would.
 DEFAULT_RETRY = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000)
 # Bytes of keys and values per batch at most (and one message more): an Arrow column holds
@@ -122,6 +132,9 @@ class Options:
     # side ("key" / "value") → decoder spec; see `decoder`.
     decode: dict = field(default_factory=dict, repr=False)
     report_lost: bool = False
+    # side ("key" / "value") → how its decode errors are found ("utf8", "decoded") for
+    # the sides whose every failing message must be kept; None: keep every message.
+    latest_per_key: dict | None = None
 
     @staticmethod
     def of(options) -> Options:
@@ -139,17 +152,20 @@ class Options:
             retry=RetryPolicy.from_json(options["retry"]) if "retry" in options else DEFAULT_RETRY,
             decode=decode,
             report_lost=options.get("report_lost", "false") == "true",
+            latest_per_key=json.loads(options["latest_per_key"]) if "latest_per_key" in options else None,
         )
 
     def schema(self) -> StructType:
         """The raw columns, then `<side>_data` and `<side>_error` for each decoded side, then
-        `lost_end` when reporting lost ranges."""
+        `lost_end` when reporting lost ranges, then `count` when keeping each key's latest."""
         extra = []
         for side, spec in sorted(self.decode.items()):
             data_type = from_arrow_type(decoder(spec).arrow_type)
             extra += [StructField(f"{side}_data", data_type), StructField(f"{side}_error", StringType())]
         if self.report_lost:
             extra.append(StructField("lost_end", LongType()))
+        if self.latest_per_key is not None:
+            extra.append(StructField("count", LongType()))
         return StructType(RAW_SCHEMA.fields + extra)
 
     def consumer(self) -> Consumer:
@@ -193,7 +209,7 @@ def read_range(options: Options, partition: int, start: int, end: int) -> Iterat
 
 def _consume(consumer, options: Options, partition: int, start: int, end: int):
     decoders = {side: decoder(spec, options.retry) for side, spec in sorted(options.decode.items())}
-    columns = _Columns(decoders, options.report_lost)
+    columns = _Columns(decoders, options)
     position = start
     last_progress = time.monotonic()
     while position < end:
@@ -232,13 +248,13 @@ def _consume(consumer, options: Options, partition: int, start: int, end: int):
             columns.add(message, offset)
             position = offset + 1
             if columns.size >= options.batch_bytes:
-                yield columns.batch(options.topic, partition)
-                columns = _Columns(decoders, options.report_lost)
-        if len(columns) >= options.batch_size:
-            yield columns.batch(options.topic, partition)
-            columns = _Columns(decoders, options.report_lost)
+                yield from columns.batches(options.topic, partition)
+                columns = _Columns(decoders, options)
+        if columns.full():
+            yield from columns.batches(options.topic, partition)
+            columns = _Columns(decoders, options)
     if len(columns):
-        yield columns.batch(options.topic, partition)
+        yield from columns.batches(options.topic, partition)
 
 
 def _skip_lost(consumer, options: Options, partition: int, position: int, end: int, columns) -> int:
@@ -256,77 +272,148 @@ def _skip_lost(consumer, options: Options, partition: int, position: int, end: i
 
 
 class _Columns:
-    """Column builders for one Arrow batch (decoded sides, then `lost_end`, last)."""
+    """The messages of Arrow batches to come, each of up to `batch_size` rows (decoded
+    sides, then `lost_end`, then `count`, last). Messages are kept as the consumer gave
+    them and taken apart only when sent on.
 
-    def __init__(self, decoders: dict, report_lost: bool = False) -> None:
+    With `latest_per_key` the messages of a window (up to `LATEST_WINDOW` of them) are
+    reduced to each raw key's latest before any is decoded: one raw key is one upsert key
+    (decoding is a function of the bytes). Every message whose error the stream must see
+    is kept beside it: a NULL key's (a lost range's too), every message of a key that
+    fails its check, a superseded value that fails its check. A kept latest message's
+    `count` is how many messages of the window it stands for."""
+
+    def __init__(self, decoders: dict, options: Options) -> None:
         self.decoders = decoders
+        self.batch_size = options.batch_size
+        self.latest = options.latest_per_key
+        self.window = options.batch_size if self.latest is None else max(options.batch_size, LATEST_WINDOW)
         # Row index → end of the lost range that row stands for (None: not reporting).
-        self.lost_end: dict[int, int] | None = {} if report_lost else None
-        self.keys: list = []
-        self.values: list = []
+        self.lost_end: dict[int, int] | None = {} if options.report_lost else None
+        # The consumer's messages (None for a lost range) and their offsets.
+        self.messages: list = []
         self.offsets: list[int] = []
-        self.timestamps: list = []
-        self.timestamp_types: list[int] = []
-        self.headers: list = []
+        # Raw key → row indexes of its messages, in offset order (with `latest_per_key`).
+        self.by_key: dict[bytes, list[int]] = {}
         # Bytes of the keys and values so far.
         self.size = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
 
+    def full(self) -> bool:
+        return len(self.offsets) >= self.window
+
     def add(self, message, offset: int) -> None:
-        key, value = message.key(), message.value()
-        self.size += len(key or b"") + len(value or b"")
-        self.keys.append(key)
-        self.values.append(value)
+        key = message.key()
+        self.size += len(key or b"") + len(message.value() or b"")
+        if self.latest is not None and key is not None:
+            self.by_key.setdefault(key, []).append(len(self.offsets))
+        self.messages.append(message)
         self.offsets.append(offset)
-        kind, ms = message.timestamp()
-        self.timestamps.append(ms * 1000 if 0 <= ms <= MAX_TIMESTAMP_MS else None)
-        self.timestamp_types.append(max(kind - 1, 0) if kind else 0)
-        headers = message.headers()
-        self.headers.append(
-            [{"key": k, "value": v} for k, v in headers] if headers else []
-        )
 
     def add_lost(self, start: int, end: int) -> None:
         self.lost_end[len(self.offsets)] = end
-        self.keys.append(None)
-        self.values.append(None)
+        self.messages.append(None)
         self.offsets.append(start)
-        self.timestamps.append(None)
-        self.timestamp_types.append(0)
-        self.headers.append([])
 
-    def batch(self, topic: str, partition: int) -> pa.RecordBatch:
-        n = len(self.offsets)
+    def _kept(self) -> dict[int, int]:
+        """Row index → how many messages it stands for, of the rows sent on."""
+        kept = {i: 1 for i, m in enumerate(self.messages) if m is None or m.key() is None}
+        keys = list(self.by_key)
+        failing = self._fails("key", keys, [self.offsets[self.by_key[k][-1]] for k in keys])
+        superseded = []  # rows of keys that pass, and the rows superseding them
+        for key, fails in zip(keys, failing):
+            rows = self.by_key[key]
+            if fails:
+                kept.update(dict.fromkeys(rows, 1))
+            else:
+                kept[rows[-1]] = len(rows)
+                if "value" in self.latest and len(rows) > 1:
+                    superseded.append(rows)
+        older = [(row, rows[-1]) for rows in superseded for row in rows[:-1]]
+        values = [self.messages[row].value() for row, _ in older]
+        offsets = [self.offsets[row] for row, _ in older]
+        for (row, latest), fails in zip(older, self._fails("value", values, offsets)):
+            if fails:
+                kept[row] = 1
+                kept[latest] -= 1
+        return kept
+
+    def _fails(self, side: str, payloads: list, offsets: list) -> list[bool]:
+        """Whether each payload fails `side`'s check (none does on a side not checked)."""
+        check = self.latest.get(side)
+        if check is None or not payloads:
+            return [False] * len(payloads)
+        if check == "utf8":
+            return [p is not None and not _valid_utf8(p) for p in payloads]
+        _, errors = self.decoders[side].columns(payloads, offsets)
+        return errors.is_valid().to_pylist()
+
+    def batches(self, topic: str, partition: int) -> Iterator[pa.RecordBatch]:
+        if self.latest is None:
+            rows, counts = range(len(self.offsets)), None
+        else:
+            kept = self._kept()
+            rows = sorted(kept)
+            counts = [kept[i] for i in rows]
+        for first in range(0, len(rows), self.batch_size):
+            chunk = rows[first : first + self.batch_size]
+            yield self._batch(topic, partition, chunk, None if counts is None else counts[first : first + self.batch_size])
+
+    def _batch(self, topic: str, partition: int, rows, counts: list[int] | None) -> pa.RecordBatch:
+        n = len(rows)
+        messages = [self.messages[i] for i in rows]
+        offsets = [self.offsets[i] for i in rows]
+        keys = [None if m is None else m.key() for m in messages]
+        values = [None if m is None else m.value() for m in messages]
+        stamps = [(0, -1) if m is None else m.timestamp() for m in messages]
+        headers = [None if m is None else m.headers() for m in messages]
         decoded = []
         for side, side_decoder in self.decoders.items():
-            payloads = self.keys if side == "key" else self.values
-            decoded += side_decoder.columns(payloads, self.offsets)
+            decoded += side_decoder.columns(keys if side == "key" else values, offsets)
         raw = pa.RecordBatch.from_arrays(
             [
-                pa.array(self.keys, pa.binary()),
-                pa.array(self.values, pa.binary()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
                 pa.array([topic] * n, pa.string()),
                 pa.array([partition] * n, pa.int32()),
-                pa.array(self.offsets, pa.int64()),
-                pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-                pa.array(self.timestamp_types, pa.int32()),
-                pa.array(self.headers, pa.list_(_HEADER)),
+                pa.array(offsets, pa.int64()),
+                pa.array(
+                    [ms * 1000 if 0 <= ms <= MAX_TIMESTAMP_MS else None for _, ms in stamps],
+                    pa.timestamp("us", tz="UTC"),
+                ),
+                pa.array([max(kind - 1, 0) if kind else 0 for kind, _ in stamps], pa.int32()),
+                pa.array(
+                    [[{"key": k, "value": v} for k, v in h] if h else [] for h in headers], pa.list_(_HEADER)
+                ),
             ],
             schema=ARROW_SCHEMA,
         )
         names = [f"{side}_{part}" for side in self.decoders for part in ("data", "error")]
         if self.lost_end is not None:
             decoded.append(
-                pa.array([self.lost_end.get(i) for i in range(n)], pa.int64())
+                pa.array([self.lost_end.get(i) for i in rows], pa.int64())
                 if self.lost_end
                 else pa.nulls(n, pa.int64())
             )
             names.append("lost_end")
+        if counts is not None:
+            decoded.append(pa.array(counts, pa.int64()))
+            names.append("count")
         if not decoded:
             return raw
         return pa.RecordBatch.from_arrays(raw.columns + decoded, names=ARROW_SCHEMA.names + names)
+
+
+def _valid_utf8(payload: bytes) -> bool:
+    if payload.isascii():
+        return True
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def watermarks(options: Options) -> dict[int, tuple[int, int]]:
@@ -392,10 +479,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return admitted(start, highs, limit.max_rows)
 
     def partitions(self, start: dict, end: dict) -> list[Range]:
+        # A checkpoint older than `start_offsets` resumes below them: what lies there was
+        # read already.
+        begins = {p: max(start.get(p, 0), self.start.get(int(p), 0)) for p in end}
         return [
-            Range(int(p), start.get(p, 0), high)
+            Range(int(p), begins[p], high)
             for p, high in sorted(end.items(), key=lambda kv: int(kv[0]))
-            if start.get(p, 0) < high
+            if begins[p] < high
         ]
 
     def read(self, partition: Range) -> Iterator[pa.RecordBatch]:

@@ -1,19 +1,23 @@
 """Continuous ingestion: one Spark streaming query per source, reading its topic once per
 micro-batch and committing the batch's rows, errors and dead-letter rows together (see
-`store`). An upsert source's micro-batch is reduced to each key's latest message and set
-against its state — the winning message of every key, errors included — as its commits
-leave it (`Store.standing`), giving changes: the message that left the state (−) and the
-one that entered it (+) (`upsert_changes`).
+`store`). An upsert source's read tasks first keep only each raw key's latest message
+(and every one whose error must be seen: the reader's `latest_per_key`), so superseded
+values are never decoded or sent to the JVM; the micro-batch is then reduced to each key's
+latest message and set against its state — the winning message of every key, errors
+included — as its commits leave it (`Store.standing`), giving changes: the message that
+left the state (−) and the one that entered it (+) (`upsert_changes`).
 
 Why not Spark's stateful operators: `transformWithState` calls a Python function per key
 and micro-batch, converting every row into Python and back; measured on two cores (1 M
-Avro messages, 100 k keys, `bench/upsert.py`) it caught up at 16–20 k messages/s, while
+Avro messages, 100 k keys, `bench/upsert.py`) it caught up at 12–20 k messages/s, while
 reducing each micro-batch in the JVM (`max_by` per key) and joining it to the state the
-commits hold runs at 38–67 k/s. Keeping the state in the store also makes it as durable
-as the commits: a lost or older checkpoint costs an upsert source nothing, and its repair
-reads again only from the first damaged commit. The price is a fixed cost per
-micro-batch of about 1 s on two cores (six Spark jobs: the read, the reduction, the
-state's read, the write) against ~0.6 s with `transformWithState`.
+commits hold ran at 34–67 k/s, and 58 k/s with the read tasks' reduction (a 500 k-message
+micro-batch then sends 100 k rows on, and its read costs about what reading the raw bytes
+does). Keeping the state in the store also makes it as durable as the commits: a lost or
+older checkpoint costs an upsert source nothing, and its repair reads again only from the
+first damaged commit. The price is a fixed cost per micro-batch of about 1 s on two cores
+(six Spark jobs: the read, the reduction, the state's read, the write) against ~0.6 s
+with `transformWithState`.
 
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
@@ -25,9 +29,7 @@ source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
 
 from __future__ import annotations
 
-import functools
 import json
-import operator
 import os
 import shutil
 import tempfile
@@ -52,6 +54,7 @@ from sluice.render.pyspark_code import F, with_fields
 from sluice.render.source import (
     SourceRead,
     deletes,
+    latest_per_key,
     reader_options,
     retry_policy,
     source_messages,
@@ -75,14 +78,15 @@ def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
     `(__k, __p, __o)`, the key and place of every key's winning message): every error
     message (`__log`, for the dead-letter table and the tolerance count), each batch key's
     latest message by (partition, offset) entering the state (`__diff` +1; a tombstone
-    enters nothing: 0), carrying how many messages the key had (`__seen`), and the key's
+    enters nothing: 0), carrying how many messages the key had (`__seen`: each message
+    stands for `count` of them, see the reader's `latest_per_key`), and the key's
     old winner leaving it (−1, its place only). The old winner is joined to the latest
     message, and both come out of one row, so that a micro-batch is two shuffles (by key,
     on both sides) and one pass. `messages` is read twice: the caller persists it."""
-    columns = messages.columns
+    columns = [c for c in messages.columns if c != "count"]
     latest = messages.groupBy("__ukey").agg(
         F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("__latest"),
-        F.count(F.lit(1)).alias("__seen"),
+        F.sum("count").alias("__seen"),
     )
     old = standing.select(F.col("__k").alias("__ukey"), "__p", "__o")
     joined = latest.join(old, "__ukey", "left").select(
@@ -115,12 +119,16 @@ def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
 
 def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
     """The source's messages as its stream reads them from `start_offsets` (the reader's
-    option: `{"partition": offset}` as JSON), decoded; an upsert source's narrowed to what
-    its state and rows are made of (`state_columns`)."""
+    option: `{"partition": offset}` as JSON), decoded; an upsert source's reduced in each
+    read task to its keys' latest (`latest_per_key`) and narrowed to what its state and
+    rows are made of (`state_columns`)."""
     desc = item.details
+    options = reader_options(desc, catalog)
+    if desc.envelope != "none":
+        options["latest_per_key"] = json.dumps(latest_per_key(desc))
     raw = (
         spark.readStream.format(NAME)
-        .options(**reader_options(desc, catalog))
+        .options(**options)
         .option("retry", retry_policy(item).to_json())
         .option("start_offsets", start_offsets)
         .option("max_messages", os.environ.get("SLUICE_MAX_BATCH_MESSAGES", str(MAX_BATCH_MESSAGES)))
@@ -252,17 +260,9 @@ class Ingestion:
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
-        adds = self.store.batch_offsets(n)
-        if adds is None:
+        offsets = self.store.batch_offsets(n)
+        if offsets is None:
             return  # run again after a restart: every offset it read is committed already
-        offsets, below = adds
-        if below:  # read from an older checkpoint: keep only what is not committed yet
-            batch = batch.where(
-                ~functools.reduce(
-                    operator.or_,
-                    ((F.col("partition") == p) & (F.col("offset") < start) for p, start in below.items()),
-                )
-            )
         ingested_ms = int(time.time() * 1000)
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"

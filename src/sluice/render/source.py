@@ -317,6 +317,22 @@ def state_columns(messages: DataFrame, desc: SourceDesc) -> list[SparkColumn]:
     return [value.alias(c) if c == "value" else F.col(c) for c in messages.columns if c not in unused]
 
 
+def latest_per_key(desc: SourceDesc) -> dict[str, str]:
+    """The reader's `latest_per_key` option for an upsert source's stream (see
+    `kafka.reader`): how to find the messages whose errors the stream must see even when a
+    later message of their key supersedes them — a key that does not decode, and a value
+    that does not when value errors are errors (PROPAGATE; an INLINE error is the row's)."""
+    sides = _sides(desc)
+    checked = {side: sides[side] for side in ("key", "value") if side in sides}
+    if not desc.propagate_value_errors:
+        checked.pop("value", None)
+    return {
+        side: "utf8" if fmt.native == "utf8" else "decoded"
+        for side, fmt in checked.items()
+        if fmt.native != "bytes"
+    }
+
+
 def deletes() -> SparkColumn:
     """Whether an upsert message removes its key: a NULL value that is not a lost range."""
     return F.col("value").isNull() & F.col("__error").isNull()

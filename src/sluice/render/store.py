@@ -397,10 +397,10 @@ class Store:
                 names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.iterdir()}
                 remove_paths([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
 
-    def batch_offsets(self, batch: int) -> tuple[Ranges, Offsets] | None:
+    def batch_offsets(self, batch: int) -> Ranges | None:
         """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
-        from the committed offsets on, and the partitions it read from below them (`{p:
-        from}`: its rows there below `from` are committed already). None when it adds
+        from the committed offsets on (a micro-batch of an older checkpoint begins below
+        them, and the reader reads from them: see its `start_offsets`). None when it adds
         nothing (a micro-batch run again). Raises `StoreDamaged` when the micro-batch
         began past the committed offsets."""
         end = self.spark_offsets(batch)
@@ -414,7 +414,6 @@ class Store:
         if all(start == to for start, to in ranges.values()):
             return None
         began = {p: began.get(p, froms[p]) for p in end}
-        below = {p: froms[p] for p in end if began[p] < froms[p]}
         # Past the committed offsets, what lies between was never committed.
         wrong = sorted(p for p in end if began[p] > froms[p])
         if wrong:
@@ -423,7 +422,7 @@ class Store:
                 + ", ".join(f"partition {p}: offset {began[p]}, committed {froms[p]}" for p in wrong)
                 + ")"
             ).error(self.source, hint=READ_AGAIN)
-        return ranges, below
+        return ranges
 
     def commit(
         self, written: Path, *, batch: int, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
