@@ -6,14 +6,43 @@ The embedded API. Parsing never imports Spark or starts Java. Besides parsing an
 the text with secrets' values hidden (`redact_secrets`), the dialect's `KEYWORDS`.
 """
 
-from sluice.errors import FeatureNotSupported, ParseError, Span, SqlError, format_error
-from sluice.session import Result, Session
-from sluice.syntax import parse, parse_one, parse_statement, redact_secrets
-from sluice.syntax.ast import dump
-from sluice.syntax.keywords import KEYWORDS
-from sluice.syntax.splitter import find_unterminated, split_statements
+import importlib
 
-__all__ = [
+# Each name's module: imported on first use, so that what imports one part of the package
+# (a Spark worker reading Kafka imports `sluice.kafka.reader`) does not import the rest.
+_HOMES = {
+    "KEYWORDS": "sluice.syntax.keywords",
+    "FeatureNotSupported": "sluice.errors",
+    "ParseError": "sluice.errors",
+    "Result": "sluice.session",
+    "Session": "sluice.session",
+    "Span": "sluice.errors",
+    "SqlError": "sluice.errors",
+    "dump": "sluice.syntax.ast",
+    "find_unterminated": "sluice.syntax.splitter",
+    "format_error": "sluice.errors",
+    "parse": "sluice.syntax",
+    "parse_one": "sluice.syntax",
+    "parse_statement": "sluice.syntax",
+    "redact_secrets": "sluice.syntax",
+    "split_statements": "sluice.syntax.splitter",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'sluice' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+__all__ = [  # noqa: F822 - each is found by __getattr__
     "KEYWORDS",
     "FeatureNotSupported",
     "ParseError",

@@ -226,8 +226,6 @@ class ExplainedStore:
         with program.function(f"{name}_commit", "batch", "n", comment=COMMIT_UPSERT if upsert else COMMIT) as body:
             arguments: tuple = ("batch",)
             if upsert:
-                batch_frame = Frame(body, ("batch",), dict(stream.fields))
-                batch_frame.persist()
                 read = body.spark.read.schema(Typed((schema,), _batch_fields(item)))
                 program.imports.add("import glob")
                 standing = stored_standing(
@@ -238,8 +236,6 @@ class ExplainedStore:
                 arguments = ("batch, ", standing)
             rows = Expr((f"{batch}(", *arguments, ", int(time.time() * 1000))"))
             body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
-            if upsert:
-                batch_frame.unpersist()
         checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
         with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
             body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
@@ -268,8 +264,9 @@ BATCH_UPSERT = (
     "(−1) and its latest message entering it (+1); one row per (message, kind it goes to), `__out` naming the kind"
 )
 COMMIT = (
-    "Each micro-batch written as files (Ingestion._commit: one Spark runs again after a restart keeps only\n"
-    "what lies past the store's last commit), then published as the next commit with its record:\n"
+    "Each micro-batch written as files (Ingestion._commit; one Spark runs again after a restart reads only\n"
+    "what lies past the store's last commit: the reader's start_offsets), then published as the next commit\n"
+    "with its record:\n"
     "offsets, files, checksums (Store.commit)"
 )
 COMMIT_UPSERT = (

@@ -79,42 +79,51 @@ def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
     message (`__log`, for the dead-letter table and the tolerance count), each batch key's
     latest message by (partition, offset) entering the state (`__diff` +1; a tombstone
     enters nothing: 0), carrying how many messages the key had (`__seen`: each message
-    stands for `count` of them, see the reader's `latest_per_key`), and the key's
-    old winner leaving it (−1, its place only). The old winner is joined to the latest
-    message, and both come out of one row, so that a micro-batch is two shuffles (by key,
-    on both sides) and one pass. `messages` is read twice: the caller persists it."""
+    stands for `count` of them, see the reader's `latest_per_key`), and the key's old
+    winner leaving it (−1, its place only).
+
+    One reduction gives them all: an error message is also a group of its own (its place
+    in the grouping), and the old winner is joined to the latest message, both coming out
+    of one row. So the messages are read once, with no cache between the read and the
+    reduction, and a micro-batch is two shuffles (by key, on both sides) and one pass."""
     columns = [c for c in messages.columns if c != "count"]
-    latest = messages.groupBy("__ukey").agg(
+    log = F.col("__log")
+    candidates = messages.select(
+        "*",
+        F.explode(
+            F.when(F.col("__error").isNotNull(), F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
+        ).alias("__log"),
+    )
+    latest = candidates.groupBy(
+        "__ukey", "__log", F.when(log, F.col("partition")).alias("__lp"), F.when(log, F.col("offset")).alias("__lo")
+    ).agg(
         F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("__latest"),
         F.sum("count").alias("__seen"),
     )
-    old = standing.select(F.col("__k").alias("__ukey"), "__p", "__o")
-    joined = latest.join(old, "__ukey", "left").select(
+    old = standing.select(F.col("__k").alias("__ukey"), F.lit(False).alias("__log"), "__p", "__o")
+    joined = latest.join(old, ["__ukey", "__log"], "left").select(
         *(F.col("__latest")[c].alias(c) for c in columns if c != "__ukey"),
         "__ukey",
+        "__log",
         "__seen",
         "__p",
         "__o",
         F.explode(F.when(F.col("__p").isNull(), F.array(F.lit(1))).otherwise(F.array(F.lit(1), F.lit(-1)))).alias(
-            "__diff"
+            "__role"
         ),
     )
-    entering = F.col("__diff") == 1
+    entering = F.col("__role") == 1
     moved = {
         "partition": F.when(entering, F.col("partition")).otherwise(F.col("__p")),
         "offset": F.when(entering, F.col("offset")).otherwise(F.col("__o")),
         "__ukey": F.col("__ukey"),
     }
-    changes = joined.select(
+    return joined.select(
         *(moved[c].alias(c) if c in moved else F.when(entering, F.col(c)).alias(c) for c in columns),
-        F.when(~entering, F.lit(-1)).when(deletes(), F.lit(0)).otherwise(F.lit(1)).alias("__diff"),
-        F.lit(False).alias("__log"),
-        F.when(entering, F.col("__seen")).otherwise(F.lit(0)).alias("__seen"),
+        F.when(~entering, F.lit(-1)).when(log | deletes(), F.lit(0)).otherwise(F.lit(1)).alias("__diff"),
+        log,
+        F.when(entering & ~log, F.col("__seen")).otherwise(F.lit(0)).alias("__seen"),
     )
-    logged = messages.where(F.col("__error").isNotNull()).select(
-        *columns, F.lit(0).alias("__diff"), F.lit(True).alias("__log"), F.lit(0).cast("long").alias("__seen")
-    )
-    return changes.unionByName(logged)
 
 
 def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
@@ -267,13 +276,9 @@ class Ingestion:
         staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
         written = staging / "out"
         if upsert:
-            batch = batch.persist()
-            try:
-                with self.store.reading():
-                    standing = self.store.standing(self.spark)
-                    write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
-            finally:
-                batch.unpersist()
+            with self.store.reading():
+                standing = self.store.standing(self.spark)
+                write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
         else:
             write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
         self.store.commit(
