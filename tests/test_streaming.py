@@ -86,6 +86,9 @@ def test_materialized_view_batch_select_and_model_agree(spark, first, second, in
             expected = upsert(sent, inline=inline)
             assert observed(live, inline) == expected
             assert observed(batch, inline) == expected
+            # Every message is counted once, however its read task reduced it.
+            (statistics,) = live.execute("SHOW SOURCE STATISTICS FOR s").rows
+            assert statistics[1] == len(sent)
             rows, errors = expected
             if errors:
                 with pytest.raises(sluice.SqlError) as info:

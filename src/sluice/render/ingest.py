@@ -173,7 +173,8 @@ def batch_rows(messages: DataFrame, item: Item, ingested_ms, standing: DataFrame
             F.when((diff == 1) & parts.failed & F.lit(not redirected), F.lit("errs")),
             F.when(diff == -1, F.lit("retract")),
             F.when(log, F.lit("dlq" if redirected else "log")),
-            F.when(F.col("__seen") > 0, F.lit("seen")),
+            # How many messages a key had rides on its `state` row; a tombstone has none.
+            F.when((F.col("__seen") > 0) & (diff == 0) & ~log, F.lit("seen")),
             F.when(diff == 1, F.lit("state")),
         ]
     # A dead-letter row keeps its message's Kafka headers, for a dead-letter sink to
@@ -190,7 +191,7 @@ def batch_rows(messages: DataFrame, item: Item, ingested_ms, standing: DataFrame
         ).alias("err"),
         F.col("partition").alias("__p"),
         F.col("offset").alias("__o"),
-        (F.when(out == "seen", F.col("__seen")) if upsert else F.lit(None).cast("long")).alias("__seen"),
+        (F.when(out.isin("seen", "state"), F.col("__seen")) if upsert else F.lit(None).cast("long")).alias("__seen"),
         (F.when(out == "state", F.col("__ukey")) if upsert else F.lit(None).cast("binary")).alias("__k"),
     )
 

@@ -15,8 +15,9 @@ Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (erro
 fails with; upsert: entering its state), `retract` (upsert: `(__p, __o)` of messages that
 left the state), `dlq` (dead-letter rows), `log` (upsert: every error message, for the
 tolerance count), `skip` (ENVELOPE NONE messages without key and value), `seen` (upsert:
-messages per key and batch), `state` (upsert: `(__k, __p, __o)`, the key and place of each
-message entering its state). An upsert source's state is what its commits leave: the
+messages per key and batch of a key that entered nothing, a tombstone's), `state` (upsert:
+`(__k, __p, __o)`, the key and place of each message entering its state, and `__seen`, its
+key's messages in the batch). An upsert source's state is what its commits leave: the
 `state` rows no commit retracted (`standing`). Because the source's rows, its errors and its dead-letter rows
 of one micro-batch sit under one commit record, a restart never shows one without the other.
 
@@ -25,7 +26,7 @@ the files its commit wrote (path, bytes, rows, CRC-32) and the Kafka offsets it 
 partition, `[from, to)`; each commit starts where the one before it ended. The store's
 committed offsets — where its last commit ends — decide what was ingested, not Spark's
 checkpoint: a micro-batch Spark runs again (after a restart, or from an older checkpoint)
-commits only what lies past them, and a stream whose checkpoint is gone starts from them.
+reads and commits only what lies past them, and a stream whose checkpoint is gone starts from them.
 Files and folders are fsynced before the record that makes them visible is written.
 
 A read uses only the files the records list, and checks each one (size, CRC-32; a check
@@ -433,10 +434,11 @@ class Store:
         prefix = f"batches/{number}"
         files = seal(written, prefix)
         counts = {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in KINDS}
-        # One `seen` row per key and batch, holding how many messages the key had.
+        # How many messages each key had: on its `state` row, or a `seen` row of its own.
         counts["seen"] = sum(
             pc.sum(pq.read_table(path, columns=["__seen"]).column(0)).as_py() or 0
-            for path in written.glob("__out=seen/*.parquet")
+            for kind in ("seen", "state")
+            for path in written.glob(f"__out={kind}/*.parquet")
         )
         before = Totals(**self.head["totals"]) if self.head else Totals()
         errors = counts["dlq"] + (counts["log"] if upsert else counts["errs"])
