@@ -8,9 +8,9 @@ the range: no fetch waits on a timeout for messages that cannot arrive.
 
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
-`{partition: next offset}` in Spark's checkpoint, never reading below `start_offsets`, and with `max_messages` a micro-batch
-reads about that many messages at most (`admitted`), so that catching up with a long
-backlog never needs it all in one micro-batch's memory.
+`{partition: next offset}` in Spark's checkpoint, never reading below `start_offsets`, and
+with `max_messages` a micro-batch reads about that many messages at most (`admitted`), so
+that catching up with a long backlog never needs it all in one micro-batch's memory.
 
 An upsert stream's read tasks keep only each key's latest message (`latest_per_key`, see
 `_Columns`): a message its task reads a later one of the same raw key for is neither
@@ -358,8 +358,8 @@ class _Columns:
             rows = sorted(kept)
             counts = [kept[i] for i in rows]
         for first in range(0, len(rows), self.batch_size):
-            chunk = rows[first : first + self.batch_size]
-            yield self._batch(topic, partition, chunk, None if counts is None else counts[first : first + self.batch_size])
+            last = first + self.batch_size
+            yield self._batch(topic, partition, rows[first:last], None if counts is None else counts[first:last])
 
     def _batch(self, topic: str, partition: int, rows, counts: list[int] | None) -> pa.RecordBatch:
         n = len(rows)

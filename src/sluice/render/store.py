@@ -34,9 +34,10 @@ holds while the file's stat is unchanged). A store is damaged when a record is m
 unreadable, a commit does not start where the one before it ended, a listed file is
 missing, resized or fails its checksum, or the checkpoint has read past the last commit.
 Damage is repaired from Kafka when the stream starts (a read that finds damage restarts
-the stream first), provided Kafka still holds every offset the repair reads again: the first damaged commit and every commit after it are dropped, the checkpoint is
-discarded, and the stream reads again from where the last sound commit ended (an upsert
-source's state is then what the sound commits leave). A lost or unreadable checkpoint
+the stream first), provided Kafka still holds every offset the repair reads again: the
+first damaged commit and every commit after it are dropped, the checkpoint is discarded,
+and the stream reads again from where the last sound commit ended (an upsert source's
+state is then what the sound commits leave). A lost or unreadable checkpoint
 alone loses nothing: the stream starts from the committed offsets. An upsert store an
 older sluice wrote, whose state was in Spark's checkpoint, is rebuilt from the source's
 start.
