@@ -293,8 +293,10 @@ class _Columns:
         # The consumer's messages (None for a lost range) and their offsets.
         self.messages: list = []
         self.offsets: list[int] = []
-        # Raw key → row indexes of its messages, in offset order (with `latest_per_key`).
+        # Raw key → row indexes of its messages, in offset order, and the rows without a
+        # key (NULL keys, lost ranges) (with `latest_per_key`).
         self.by_key: dict[bytes, list[int]] = {}
+        self.unkeyed: list[int] = []
         # Bytes of the keys and values so far.
         self.size = 0
 
@@ -307,31 +309,34 @@ class _Columns:
     def add(self, message, offset: int) -> None:
         key = message.key()
         self.size += len(key or b"") + len(message.value() or b"")
-        if self.latest is not None and key is not None:
-            self.by_key.setdefault(key, []).append(len(self.offsets))
+        if self.latest is not None:
+            if key is None:
+                self.unkeyed.append(len(self.offsets))
+            else:
+                self.by_key.setdefault(key, []).append(len(self.offsets))
         self.messages.append(message)
         self.offsets.append(offset)
 
     def add_lost(self, start: int, end: int) -> None:
         self.lost_end[len(self.offsets)] = end
+        self.unkeyed.append(len(self.offsets))
         self.messages.append(None)
         self.offsets.append(start)
 
     def _kept(self) -> dict[int, int]:
         """Row index → how many messages it stands for, of the rows sent on."""
-        kept = {i: 1 for i, m in enumerate(self.messages) if m is None or m.key() is None}
+        kept = dict.fromkeys(self.unkeyed, 1)
         keys = list(self.by_key)
         failing = self._fails("key", keys, [self.offsets[self.by_key[k][-1]] for k in keys])
-        superseded = []  # rows of keys that pass, and the rows superseding them
+        older = []  # superseded rows of keys that pass, with the row superseding each
         for key, fails in zip(keys, failing):
             rows = self.by_key[key]
             if fails:
                 kept.update(dict.fromkeys(rows, 1))
             else:
                 kept[rows[-1]] = len(rows)
-                if "value" in self.latest and len(rows) > 1:
-                    superseded.append(rows)
-        older = [(row, rows[-1]) for rows in superseded for row in rows[:-1]]
+                if "value" in self.latest:
+                    older += ((row, rows[-1]) for row in rows[:-1])
         values = [self.messages[row].value() for row, _ in older]
         offsets = [self.offsets[row] for row, _ in older]
         for (row, latest), fails in zip(older, self._fails("value", values, offsets)):

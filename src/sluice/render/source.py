@@ -323,13 +323,10 @@ def latest_per_key(desc: SourceDesc) -> dict[str, str]:
     later message of their key supersedes them — a key that does not decode, and a value
     that does not when value errors are errors (PROPAGATE; an INLINE error is the row's)."""
     sides = _sides(desc)
-    checked = {side: sides[side] for side in ("key", "value") if side in sides}
     if not desc.propagate_value_errors:
-        checked.pop("value", None)
+        del sides["value"]
     return {
-        side: "utf8" if fmt.native == "utf8" else "decoded"
-        for side, fmt in checked.items()
-        if fmt.native != "bytes"
+        side: "utf8" if fmt.native == "utf8" else "decoded" for side, fmt in sorted(sides.items()) if fmt.native != "bytes"
     }
 
 

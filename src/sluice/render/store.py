@@ -26,8 +26,8 @@ the files its commit wrote (path, bytes, rows, CRC-32) and the Kafka offsets it 
 partition, `[from, to)`; each commit starts where the one before it ended. The store's
 committed offsets — where its last commit ends — decide what was ingested, not Spark's
 checkpoint: a micro-batch Spark runs again (after a restart, or from an older checkpoint)
-reads and commits only what lies past them, and a stream whose checkpoint is gone starts from them.
-Files and folders are fsynced before the record that makes them visible is written.
+reads and commits only what lies past them, and a stream whose checkpoint is gone starts
+from them. Files and folders are fsynced before the record that makes them visible is written.
 
 A read uses only the files the records list, and checks each one (size, CRC-32; a check
 holds while the file's stat is unchanged). A store is damaged when a record is missing or
