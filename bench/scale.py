@@ -44,6 +44,7 @@ from sluice.kafka.embedded import EmbeddedKafka, produce  # noqa: E402
 from sluice.render.compaction import compact, compact_after  # noqa: E402
 from sluice.render.spark import spark  # noqa: E402
 from sluice.render.store import Store  # noqa: E402
+from sluice.storage import disk, local  # noqa: E402
 
 PER_PARTITION = 80_000
 
@@ -100,14 +101,14 @@ class CommitWriter:
                 row = self.template.set_column(
                     self.template.schema.get_field_index("__o"), "__o", pa.array([offset], pa.int64())
                 )
-                staging = Path(tempfile.mkdtemp(prefix="batch-bench-", dir=self.store.root))
+                staging = Path(tempfile.mkdtemp(prefix="batch-bench-", dir=disk(self.store.root)))
                 (staging / "out" / "__out=oks").mkdir(parents=True)
                 # INT96, as Spark writes timestamps: the store's readers expect Spark's types.
                 pq.write_table(
                     row, staging / "out" / "__out=oks" / "part-00000.parquet", use_deprecated_int96_timestamps=True
                 )
                 self.store.commit(
-                    staging / "out",
+                    local(staging / "out"),
                     batch=offset,
                     ingested_ms=int(time.time() * 1000),
                     offsets={0: (offset, offset + 1)},
@@ -141,9 +142,9 @@ def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> Iterator[tuple[int, 
             ids = {name: session.catalog.current.get(name).id for name in ("template", "plain", "compacted")}
         streams = data_dir / "streams"
         template = next((streams / ids["template"]).glob("batches/0/__out=oks/*.parquet"))
-        plain = CommitWriter(Store(streams / ids["plain"]), template)
-        plain.store.root.mkdir(parents=True, exist_ok=True)
-        (plain.store.root / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
+        plain = CommitWriter(Store(local(streams / ids["plain"])), template)
+        disk(plain.store.root).mkdir(parents=True, exist_ok=True)
+        (disk(plain.store.root) / "schema.json").write_bytes((streams / ids["template"] / "schema.json").read_bytes())
         for target in targets:
             produce(kafka.bootstrap, "reads", data[produced:target], partition=0)
             produced = target
@@ -151,8 +152,8 @@ def read_costs(kafka: EmbeddedKafka, targets: list[int]) -> Iterator[tuple[int, 
             # the background compaction would have, then those few after its base.
             plain.add(max(0, target - spare) - plain.offset)
             shutil.rmtree(streams / ids["compacted"], ignore_errors=True)
-            shutil.copytree(plain.store.root, streams / ids["compacted"], ignore=shutil.ignore_patterns("checkpoint"))
-            compacted = CommitWriter(Store(streams / ids["compacted"]), template)
+            shutil.copytree(disk(plain.store.root), streams / ids["compacted"], ignore=shutil.ignore_patterns("checkpoint"))
+            compacted = CommitWriter(Store(local(streams / ids["compacted"])), template)
             compacted.offset = plain.offset
             compact(spark(), compacted.store, upsert=False)
             for writer in (plain, compacted):

@@ -17,6 +17,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sluice.render.store import Store
+from sluice.storage import disk, local
 
 _ARROW = pa.schema(
     [
@@ -74,7 +75,7 @@ class ModelStore:
     """A store fed batch by batch, with the model of what it holds."""
 
     def __init__(self, root: Path, upsert: bool, redirected: bool, partitions: int = 2) -> None:
-        self.store = Store(root)
+        self.store = Store(local(root))
         self.store.save_schema(SCHEMA)
         self.upsert = upsert
         self.redirected = redirected
@@ -100,14 +101,14 @@ class ModelStore:
                 kind = "skip" if m.value is None else ("dlq" if self.redirected else "errs") if m.bad else "oks"
                 out.setdefault(kind, []).append(self._row(m))
         self.messages += messages
-        staging = self.store.root / f"batch-{self.batches}-model"
+        staging = disk(self.store.root) / f"batch-{self.batches}-model"
         written = staging / "out"
         written.mkdir(parents=True)
         for kind, rows in out.items():
             (written / f"__out={kind}").mkdir()
             pq.write_table(pa.Table.from_pylist(rows, _ARROW), written / f"__out={kind}" / "part-00000.parquet")
         self.store.commit(
-            written,
+            local(written),
             batch=self.batches,
             ingested_ms=self.batches,
             offsets={p: (starts[p], self.next[p]) for p in starts},

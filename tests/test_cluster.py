@@ -36,7 +36,8 @@ def test_cores_are_those_the_master_url_names(master: str, cores: int | None) ->
 
 @pytest.mark.long
 @pytest.mark.spark  # its child starts Java
-def test_a_sqllogic_file_passes_on_separate_executor_processes() -> None:
+@pytest.mark.parametrize("data_uri", [False, True], ids=["data directory", "data URI"])
+def test_a_sqllogic_file_passes_on_separate_executor_processes(tmp_path: Path, data_uri: bool) -> None:
     # A child process: the suite's own Spark session (local) stays as it is. Executors of
     # one core each on a loaded machine start an UPSERT source's first micro-batch in
     # minutes, so the catch-up waits as long as the file's kafka-verify does.
@@ -45,9 +46,13 @@ def test_a_sqllogic_file_passes_on_separate_executor_processes() -> None:
         "SLUICE_SPARK_MASTER": "local-cluster[2,1,1024]",
         "SLUICE_CATCH_UP_TIMEOUT": "600",
     }
+    if data_uri:  # the data through Hadoop's filesystem, which executors and driver share
+        env["SLUICE_DATA_URI"] = f"file://{tmp_path}/data"
     done = subprocess.run(
         [sys.executable, "-m", "sluice", "test", str(CLUSTER_SLT)],
         env=env, capture_output=True, text=True, timeout=1500,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].endswith(" passed, 0 failed"), done.stdout
+    if data_uri:  # the file's session kept its data there, and removed it as it closed
+        assert (tmp_path / "data").is_dir() and not any((tmp_path / "data").iterdir())

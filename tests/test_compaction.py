@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sluice.catalog.formats import Text
 from sluice.catalog.items import SOURCE, Item, SourceDesc
 from sluice.render.compaction import compact, remove_replaced
+from sluice.storage import disk
 from tests.compaction_model import ModelStore, random_batches, shown
 from tests.store_faults import killed_and_reopened
 
@@ -67,11 +68,11 @@ def test_files_a_compaction_replaces_stay_while_a_read_may_use_them(spark, tmp_p
         collection = model.store.collection(spark, item)  # lists commits 0 to 4
         standing = model.store.standing(spark)
         assert compact(spark, model.store, upsert=True) == 4
-        assert (model.store.batches / "0").exists() and model.store.committed()[0] == 0
+        assert (disk(model.store.batches) / "0").exists() and model.store.committed()[0] == 0
         assert shown(collection, standing) == model.expected()  # its queries run after the compaction
     model.store.release()
     assert remove_replaced(model.store)
-    assert not (model.store.batches / "0").exists() and model.store.committed() == [4]
+    assert not (disk(model.store.batches) / "0").exists() and model.store.committed() == [4]
     model.add([("a", 9, False)])
     assert read(spark, model) == model.expected()
     assert model.store.totals().messages == len(model.messages)
@@ -88,20 +89,20 @@ def test_every_state_a_killed_compaction_leaves_reads_the_same(spark, tmp_path) 
     assert compact(spark, store, upsert=False) == 3
     for batch in batches[4:]:
         model.add(batch)
-    shutil.copytree(store.compacted / "3", store.root / "compaction-8-killed" / "out")
-    shutil.copytree(store.compacted / "3", store.compacted / "8")  # moved in, no record yet
+    shutil.copytree(disk(store.compacted) / "3", disk(store.root) / "compaction-8-killed" / "out")
+    shutil.copytree(disk(store.compacted) / "3", disk(store.compacted) / "8")  # moved in, no record yet
     assert read(spark, model) == model.expected()
     with store.reading():  # a read keeps what base 8 replaces
         assert compact(spark, store, upsert=False) == 8
-    (store.commits / "5.json").unlink()  # then the clean-up was under way
-    (store.compacted / "3.json").unlink()
+    (disk(store.commits) / "5.json").unlink()  # then the clean-up was under way
+    (disk(store.compacted) / "3.json").unlink()
     assert read(spark, model) == model.expected()
     assert store.recover("s", {0: 0, 1: 0}, upsert=False, lows=dict) == store.committed_offsets()
-    assert not (store.root / "compaction-8-killed").exists()
+    assert not (disk(store.root) / "compaction-8-killed").exists()
     assert remove_replaced(store)
     assert store.committed() == [8] and store.bases() == [8]
-    assert sorted(p.name for p in store.compacted.iterdir()) == ["8", "8.json"]
-    assert not any(store.batches.iterdir())
+    assert sorted(p.name for p in disk(store.compacted).iterdir()) == ["8", "8.json"]
+    assert not any(disk(store.batches).iterdir())
     assert read(spark, model) == model.expected()
 
 
@@ -111,15 +112,15 @@ def test_a_damaged_base_is_damage_of_commit_0_and_is_read_again(spark, tmp_path)
         model.add(batch)
     compact(spark, model.store, upsert=False)
     model.add([("b", 1, False)])
-    record = json.loads((model.store.compacted / "3.json").read_text())
-    listed = model.store.root / record["files"][0]["path"]
+    record = json.loads((disk(model.store.compacted) / "3.json").read_text())
+    listed = disk(model.store.root) / record["files"][0]["path"]
     listed.write_bytes(listed.read_bytes()[:-1] + bytes([listed.read_bytes()[-1] ^ 1]))
     damage = model.store.inspect().damage
     assert damage.what == f'the compaction of commits 0 to 3: file "{record["files"][0]["path"]}" does not match its checksum'
     start = model.store.recover("s", {0: 0, 1: 0}, upsert=False, lows=lambda: {0: 0, 1: 0})
     assert start == {0: 0, 1: 0}  # everything is read again from Kafka
     assert model.store.bases() == [] and model.store.committed() == []
-    assert not list(model.store.compacted.iterdir()) and not list(model.store.batches.iterdir())
+    assert not list(disk(model.store.compacted).iterdir()) and not list(disk(model.store.batches).iterdir())
 
 
 @pytest.mark.parametrize("rounds", [1, pytest.param(6, marks=pytest.mark.long)])

@@ -15,6 +15,7 @@ import sluice
 from sluice.kafka.embedded import produce
 from sluice.render.executor import snapshot_read
 from sluice.render.store import KINDS, Store, stored_collection
+from sluice.storage import disk, local
 from tests.test_ingest import failure, rows
 
 
@@ -177,9 +178,9 @@ def ingested_program(session, sql: str, source: str, *queries: str) -> tuple[str
         except sluice.SqlError as e:
             results.append(e.message)
     item = session.catalog.current.get(source)
-    store = Store(session.data_dir / "streams" / item.id)
+    store = Store(local(session.data_dir / "streams" / item.id))
     records = store.inspect().records
-    files = {k: [str(store.root / f["path"]) for r in records for f in r["files"] if f["kind"] == k] for k in KINDS}
+    files = {k: [str(disk(store.root) / f["path"]) for r in records for f in r["files"] if f["kind"] == k] for k in KINDS}
     # Where a stream without a checkpoint starts: the source's start.
     starts = {str(p): start for p, start, _ in snapshot_read(session.catalog.current, item.id).ranges}
     return text, run(session, text, files={source: files}, starts={source: starts}), results

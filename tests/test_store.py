@@ -17,6 +17,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sluice.errors import StoreDamaged
 from sluice.render.store import Store
+from sluice.storage import disk, local
 
 FILE_DAMAGES = ["file emptied", "file deleted", "byte flipped", "batch folder deleted"]
 RECORD_DAMAGES = ["record truncated", "record deleted"]
@@ -34,16 +35,16 @@ def written(root: Path, rows: int) -> Path:
 
 
 def committed(store: Store, batch: int, offsets: dict[int, tuple[int, int]], rows: int = 0) -> None:
-    staging = store.root / f"batch-{batch}-staging"
+    staging = disk(store.root) / f"batch-{batch}-staging"
     store.commit(
-        written(staging, rows), batch=batch, ingested_ms=batch, offsets=offsets, redirected=True, upsert=False
+        local(written(staging, rows)), batch=batch, ingested_ms=batch, offsets=offsets, redirected=True, upsert=False
     )
     shutil.rmtree(staging)
 
 
 def damage(store: Store, kind: str, number: int) -> None:
-    record = store.commits / f"{number}.json"
-    listed = store.root / json.loads(record.read_text())["files"][0]["path"]
+    record = disk(store.commits) / f"{number}.json"
+    listed = disk(store.root) / json.loads(record.read_text())["files"][0]["path"]
     if kind == "file emptied":
         listed.write_bytes(b"")
     elif kind == "file deleted":
@@ -53,7 +54,7 @@ def damage(store: Store, kind: str, number: int) -> None:
         data[len(data) // 2] ^= 0x01
         listed.write_bytes(bytes(data))
     elif kind == "batch folder deleted":
-        shutil.rmtree(store.batches / str(number))
+        shutil.rmtree(disk(store.batches) / str(number))
     elif kind == "record truncated":
         record.write_text(record.read_text()[:20])
     elif kind == "record deleted":
@@ -61,7 +62,7 @@ def damage(store: Store, kind: str, number: int) -> None:
     elif kind == "stray file":
         shutil.copy(listed, listed.with_name("part-99999.parquet"))
     elif kind == "stray batch folder":
-        shutil.copytree(listed.parent.parent, store.batches / f"9{number}")
+        shutil.copytree(listed.parent.parent, disk(store.batches) / f"9{number}")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -72,7 +73,7 @@ def damage(store: Store, kind: str, number: int) -> None:
     ),
 )
 def test_a_check_keeps_exactly_the_commits_before_the_first_damage(tmp_path_factory, count, damages) -> None:
-    store = Store(tmp_path_factory.mktemp("store"))
+    store = Store(local(tmp_path_factory.mktemp("store")))
     for number in range(count):
         committed(store, number, {0: (10 * number, 10 * number + 10)}, rows=number + 1)
     done: dict[int, str] = {}
@@ -103,11 +104,11 @@ class Spark:
         self.store = store
 
     def logged(self, kind: str) -> list[int]:
-        folder = self.store.checkpoint / kind
+        folder = disk(self.store.checkpoint) / kind
         return sorted(int(p.name) for p in folder.iterdir()) if folder.exists() else []
 
     def log(self, kind: str, batch: int, ends: dict[int, int] | None = None) -> None:
-        folder = self.store.checkpoint / kind
+        folder = disk(self.store.checkpoint) / kind
         folder.mkdir(parents=True, exist_ok=True)
         text = "v1\n{}\n" + json.dumps({str(p): o for p, o in (ends or {}).items()})
         (folder / str(batch)).write_text(text)
@@ -129,7 +130,7 @@ class Spark:
     def forget_after(self, batch: int) -> None:
         """An older copy of the checkpoint: as it was after `batch`."""
         for kind in ("offsets", "commits"):
-            for path in (self.store.checkpoint / kind).glob("*"):
+            for path in (disk(self.store.checkpoint) / kind).glob("*"):
                 if int(path.name) > batch:
                     path.unlink()
 
@@ -146,7 +147,7 @@ def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
     high = dict(origin)
 
     def reopened() -> tuple[Store, Spark]:
-        store = Store(root)
+        store = Store(local(root))
         store.recover("s", origin, upsert, lambda: {0: 0, 1: 0})
         return store, Spark(store)
 
@@ -165,10 +166,10 @@ def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
             spark.forget_after(data.draw(st.sampled_from(spark.logged("offsets"))))
             store, spark = reopened()
         elif step == "checkpoint lost":
-            shutil.rmtree(store.checkpoint, ignore_errors=True)
+            shutil.rmtree(disk(store.checkpoint), ignore_errors=True)
             store, spark = reopened()
         elif step == "last commit lost" and store.committed():
-            (store.commits / f"{store.committed()[-1]}.json").unlink()
+            (disk(store.commits) / f"{store.committed()[-1]}.json").unlink()
     store, spark = reopened()  # whatever the steps left, a restart and two micro-batches catch up
     spark.run(high)
     spark.run(high)
@@ -182,13 +183,13 @@ def test_micro_batches_from_any_checkpoint_commit_every_offset_once(
 
 def test_a_micro_batch_from_an_older_checkpoint_commits_only_what_is_new(tmp_path) -> None:
     origin = {0: 0, 1: 5}
-    store = Store(tmp_path)
+    store = Store(local(tmp_path))
     store.recover("s", origin, False, lambda: origin)
     spark = Spark(store)
     for ends in [{0: 2, 1: 7}, {0: 4, 1: 9}]:
         spark.run(ends)
     spark.forget_after(0)
-    store = Store(tmp_path)
+    store = Store(local(tmp_path))
     assert store.recover("s", origin, False, lambda: origin) == {0: 4, 1: 9}
     spark.log("offsets", 1, {0: 6, 1: 9})
     # Spark reads again from where its older checkpoint ended: rows below 4 and 9 are
@@ -196,9 +197,9 @@ def test_a_micro_batch_from_an_older_checkpoint_commits_only_what_is_new(tmp_pat
     assert store.batch_offsets(1) == {0: (4, 6), 1: (9, 9)}
     # An upsert source's state is what its commits leave: it recovers the same way.
     store.save_schema(StructType([StructField("__out", StringType()), StructField("__k", BinaryType())]))
-    assert Store(tmp_path).recover("s", origin, True, lambda: origin) == {0: 4, 1: 9}
+    assert Store(local(tmp_path)).recover("s", origin, True, lambda: origin) == {0: 4, 1: 9}
     # One an older sluice wrote kept its state in the checkpoint, without `state` files: rebuilt.
     store.save_schema(StructType([StructField("__out", StringType())]))
-    upsert = Store(tmp_path)
+    upsert = Store(local(tmp_path))
     assert upsert.recover("s", origin, True, lambda: origin) == origin
     assert upsert.committed() == [] and not upsert.checkpoint.exists()

@@ -6,6 +6,7 @@ import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
+from sluice.storage import disk
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_tables_join_sources_on_the_same_timeline(spark, kafka) -> None:
 
 
 def test_a_write_replaces_the_table_file_whole_or_not_at_all(tmp_path) -> None:
-    """`TableStore` writes through the one atomic replacement (catalog/files.py): the new
+    """`TableStore` writes through the one atomic replacement (`Location.replace`): the new
     rows or the old, never a partial file, and no temporary file left behind."""
     with sluice.Session(tmp_path, check_kafka=False) as session:
         session.execute("CREATE TABLE t (a int, b bytea)")
@@ -95,5 +96,5 @@ def test_a_write_replaces_the_table_file_whole_or_not_at_all(tmp_path) -> None:
         with pytest.raises(TypeError):  # a value the file cannot hold fails before the rename
             session.tables.write(item, [(2, b"ok"), (object(), None)])
         assert session.tables.read(item) == [(1, b"\x00\xff"), (None, None)]
-        assert [p.name for p in session.tables.root.iterdir()] == [f"{item.id}.jsonl"]
-        assert session.tables.path(item).stat().st_mode & 0o777 == 0o600
+        assert [p.name for p in disk(session.tables.root).iterdir()] == [f"{item.id}.jsonl"]
+        assert (disk(session.tables.root) / f"{item.id}.jsonl").stat().st_mode & 0o777 == 0o600

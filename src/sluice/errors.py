@@ -160,6 +160,12 @@ class ObjectInUse(SqlError):
     code = "55006"
 
 
+class DataLocationMismatch(SqlError):
+    """A data directory is opened with a data URI other than where it keeps its data."""
+
+    code = "55000"
+
+
 class CatalogCorrupt(SqlError):
     """The durable catalog cannot be read; it is left untouched."""
 

@@ -14,8 +14,8 @@ entry point: whatever fails in it reaches the caller as a `SqlError`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,6 +60,7 @@ from sluice.render.settings import SparkSettings, configure, current_log
 from sluice.render.settings import running as spark_running
 from sluice.render.settings import starting as spark_starting
 from sluice.syntax import ast, parse, parse_one
+from sluice.storage import data_location, default_data_uri, discard_data_uri
 from sluice.tables import TableStore
 from sluice.values import value_text
 
@@ -90,6 +91,8 @@ class Session:
     `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
     `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
     this session was made; one Spark session serves every session of a process.
+    `data_uri` (default `$SLUICE_DATA_URI`) puts the data — streams, sinks, tables — under
+    a Hadoop filesystem URI instead of the data directory (see `storage`).
 
     Front ends (`cli/`) talk to a session only: it also says which plans need Spark, what
     the catalog holds, and what `sluice plan` shows of a statement."""
@@ -102,6 +105,7 @@ class Session:
         check_kafka: bool = True,
         spark_conf: Sequence[tuple[str, str]] = (),
         spark_ui: bool = False,
+        data_uri: str | None = None,
     ) -> None:
         self.check_kafka = check_kafka
         self._temporary = None
@@ -118,10 +122,11 @@ class Session:
             self.secrets = SecretStore(self.data_dir)
             self.catalog = DurableCatalog(self.data_dir, self.secrets)
             self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
+            self.data = data_location(self.data_dir, data_uri or default_data_uri(), _spark)
         except BaseException:
             self._lock.release()
             raise
-        self.tables = TableStore(self.data_dir)
+        self.tables = TableStore(self.data)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
         self._sinks = None  # the running sinks (render.sink.Sinks), once there are any
         if check_kafka:  # the data directory's sinks run while its session lives
@@ -134,7 +139,7 @@ class Session:
         from sluice.render.sink import Sinks
 
         if self._sinks is None:
-            self._sinks = Sinks(self.data_dir)
+            self._sinks = Sinks(self.data)
         current = self.catalog.current
         start_sink(self._sinks, self._streams(), current, self.tables, sink, sink_query(sink, current))
 
@@ -145,7 +150,7 @@ class Session:
         if status is not None:
             return (status.state, status.rows, status.offset, status.error)
         try:
-            committed = json.loads((self.data_dir / "sinks" / sink_id / "progress.json").read_text())
+            committed = json.loads((self.data / "sinks" / sink_id / "progress.json").read_text())
         except (OSError, ValueError):
             committed = {}
         return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
@@ -166,7 +171,7 @@ class Session:
         if self._live is None:
             from sluice.render.ingest import Streams  # Spark only when data is needed
 
-            self._live = Streams(self.data_dir)
+            self._live = Streams(self.data)
         return self._live
 
     @user_errors
@@ -208,6 +213,8 @@ class Session:
             self._live = None
         self._lock.release()
         if self._temporary is not None:
+            with contextlib.suppress(Exception):  # best effort: the process may be ending
+                discard_data_uri(self.data)
             self._temporary.cleanup()
             self._temporary = None
 
@@ -330,7 +337,8 @@ class Session:
                 self.tables.drop(current.by_id(item_id))
                 if self._live is not None:
                     self._live.drop(item_id)
-                shutil.rmtree(self.data_dir / "streams" / item_id, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    (self.data / "streams" / item_id).remove()
             return Result(planned.status)
         if isinstance(planned, NoticePlan):
             return Result(planned.status, notice=planned.notice)
@@ -344,8 +352,7 @@ class Session:
         if isinstance(planned, PysparkPlan):
             from sluice.render.explain import pyspark_program  # pyspark's modules; no Spark
 
-            streams = self.data_dir / "streams"
-            ingested = {p.name for p in streams.iterdir()} if streams.is_dir() else set()
+            ingested = {p.name for p in (self.data / "streams").children()}
             if self._live is not None:
                 ingested |= set(self._live.running)
             lines = pyspark_program(planned, self.tables, frozenset(ingested))
@@ -406,7 +413,7 @@ class Session:
         if item.kind != kinds.SOURCE:
             return None
         running = self._live is not None and item.id in self._live.running
-        return running or (self.data_dir / "streams" / item.id).exists()
+        return running or (self.data / "streams" / item.id).exists()
 
     def _subscription(self, planned: SubscribePlan):
         from sluice.render.executor import subscription  # Spark only when data is needed
@@ -492,3 +499,10 @@ class Session:
 def _object_name(text: str) -> ast.ObjectName:
     """`text` read as the name of a catalog item (`x`, `public.x`, `"Mixed Case"`)."""
     return parse_one(f"SHOW COLUMNS FROM {text}").name
+
+
+def _spark() -> Any:
+    """The process's Spark session, started if needed: a data URI's filesystem is in its JVM."""
+    from sluice.render.spark import spark  # importing pyspark takes seconds
+
+    return spark()

@@ -1,7 +1,7 @@
-"""Table rows on disk: one JSON-lines file per table under `<data_dir>/tables/`.
+"""Table rows: one JSON-lines file per table under `<data>/tables/` (see `storage`).
 
-A write replaces the whole file crash-safely (`replace_file`: temp file, fsync, atomic
-rename, directory fsync), so a table is always either before or after a statement.
+A write replaces the whole file crash-safely (`Location.replace`: a temporary file,
+synced, renamed over it), so a table is always either before or after a statement.
 Values are stored as JSON per their column type (numbers as text where JSON would lose
 them, bytes as hex, times as ISO).
 """
@@ -11,24 +11,23 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from sluice.catalog.files import replace_file
 from sluice.catalog.items import Item
 from sluice.catalog.types import SqlType
+from sluice.storage import Location
 
 
 class TableStore:
-    def __init__(self, data_dir: Path) -> None:
-        self.root = data_dir / "tables"
+    def __init__(self, data: Location) -> None:
+        self.root = data / "tables"
 
-    def path(self, item: Item) -> Path:
+    def path(self, item: Item) -> Location:
         return self.root / f"{item.id}.jsonl"
 
     def read(self, item: Item) -> list[tuple]:
         try:
-            lines = self.path(item).read_text(encoding="utf-8").splitlines()
+            lines = self.path(item).read_text().splitlines()
         except FileNotFoundError:
             return []
         types = [c.type for c in item.columns]
@@ -39,10 +38,10 @@ class TableStore:
 
     def write(self, item: Item, rows: list[tuple]) -> None:
         text = "".join(json.dumps([_encode(v) for v in row]) + "\n" for row in rows)
-        replace_file(self.path(item), text.encode("utf-8"))
+        self.path(item).replace(text.encode("utf-8"))
 
     def drop(self, item: Item) -> None:
-        self.path(item).unlink(missing_ok=True)
+        self.path(item).remove()
 
 
 def _encode(value: Any) -> Any:

@@ -28,7 +28,7 @@ def replace_file(path: Path, data: bytes) -> None:
 
 
 def sync_directory(path: Path) -> None:
-    """Make the directory's entries (a rename, a removal) durable."""
+    """Make the directory's entries (a rename, a removal), or a file's content, durable."""
     dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

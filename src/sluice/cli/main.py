@@ -13,8 +13,8 @@ Either prints the formatted error, with exit status 1, for a statement it cannot
 embedded Kafka broker on loopback, prints `kafka listening on <bootstrap>`, and serves
 until SIGINT or SIGTERM.
 `sluice demo` runs a narrated scenario on the embedded broker and a local Spark session.
-`sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR] [--broker ADDR | --embedded]`
-executes a script and prints each result; it stops at the first error (exit status 1)
+`sluice run [FILE|-c SQL] [--keep-going] [--data-dir DIR] [--data-uri URI] [--broker ADDR |
+--embedded]` executes a script and prints each result; it stops at the first error (exit status 1)
 unless told to keep going. With a broker (or an embedded one) it first creates the
 connection `kafka` to it, as the REPL does. On a terminal, a statement that takes over a
 second shows a progress line on stderr. Sinks run while a process holds their data
@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     display = _display(args)
     with (
         open_broker(args.broker, embedded=args.embedded) as broker,
-        Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui) as session,
+        Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui, data_uri=args.data_uri) as session,
         _terminal() as tty,
     ):
         if broker is not None:
@@ -199,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", dest="command_text", metavar="SQL", help="run this SQL instead of a file")
     p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
     p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    p.add_argument("--data-uri", metavar="URI",
+                   help="keep streams, sinks and tables under this Hadoop filesystem URI (default: $SLUICE_DATA_URI)")
     _add_spark_and_output_options(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--broker", metavar="ADDR", default=os.environ.get(BROKER_VARIABLE),

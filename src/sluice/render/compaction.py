@@ -14,19 +14,17 @@ next start removes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sluice.catalog.files import replace_file, sync_directory
 from sluice.render.store import IDENTITY, Store, seal
+from sluice.storage import Location
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
 COMPACT_AFTER = 16
@@ -54,7 +52,7 @@ def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
         return None
     last = records[-1]
     number = last["commit"]
-    staging = Path(tempfile.mkdtemp(prefix=f"compaction-{number}-", dir=store.root))
+    staging = store.root.temporary(f"compaction-{number}-")
     try:
         written = staging / "out"
         retracted = store.frame(spark, records, "retract").select(*IDENTITY) if upsert else None
@@ -64,8 +62,8 @@ def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
             rows = store.frame(spark, records, kind).drop("__out")
             if retracted is not None and kind in ("oks", "errs", "state"):
                 rows = rows.join(retracted, IDENTITY, "left_anti")
-            rows.coalesce(spark.sparkContext.defaultParallelism).write.parquet(str(written / f"__out={kind}"))
-        written.mkdir(exist_ok=True)
+            rows.coalesce(spark.sparkContext.defaultParallelism).write.parquet((written / f"__out={kind}").uri)
+        written.make_dirs()
         prefix = f"compacted/{number}"
         files = seal(written, prefix)
         firsts: dict[str, int] = {}
@@ -82,13 +80,14 @@ def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
             "counts": {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in BASE_KINDS},
             "totals": last["totals"],
         }
-        store.compacted.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(store.root / prefix, ignore_errors=True)  # an attempt that died before its record
-        os.replace(written, store.root / prefix)
-        sync_directory(store.compacted)
-        replace_file(store.compacted / f"{number}.json", json.dumps(base).encode())
+        store.compacted.make_dirs()
+        (store.root / prefix).remove()  # an attempt that died before its record
+        written.move_to(store.root / prefix)
+        store.compacted.sync()
+        (store.compacted / f"{number}.json").replace(json.dumps(base).encode())
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging.remove()
     remove_replaced(store)
     return number
 
@@ -101,13 +100,13 @@ def remove_replaced(store: Store) -> bool:
         return True
     number = bases[-1]
 
-    def replaced() -> list[Path]:
+    def replaced() -> list[Location]:
         # Records before the folders they list: a crash leaves no record without its files.
         return [
             *(store.compacted / f"{n}.json" for n in bases[:-1]),
-            *(f for f in store.compacted.iterdir() if f.is_dir() and f.name != str(number)),
+            *(f for f in store.compacted.children() if f.name.isdigit() and f.name != str(number)),
             *(store.commits / f"{n}.json" for n in store.committed() if n < number),
-            *(f for f in (store.batches.iterdir() if store.batches.exists() else ()) if _at_most(f.name, number)),
+            *(f for f in store.batches.children() if _at_most(f.name, number)),
         ]
 
     return store.remove_unread(replaced)

@@ -137,7 +137,7 @@ def subscription(plan: QueryPlan, catalog: Catalog, tables: TableStore, streams:
     def version():
         return (
             tuple(store.committed()[-1:] for store in stores.values()),
-            tuple(p.stat().st_mtime_ns if p.exists() else None for p in table_paths),
+            tuple(p.version() for p in table_paths),
         )
 
     def evaluate():
@@ -166,7 +166,7 @@ def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableSt
     def version():
         return (
             tuple(streams.store(s).committed()[-1:] for s in sources),
-            tuple(p.stat().st_mtime_ns if p.exists() else None for p in table_paths),
+            tuple(p.version() for p in table_paths),
         )
 
     relation = catalog.by_id(sink.details.source)

@@ -30,15 +30,13 @@ source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StatefulProcessor
@@ -52,6 +50,7 @@ from sluice.kafka.reader import NAME
 from sluice.render.compaction import Compactor
 from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, with_fields
+from sluice.storage import Location
 from sluice.render.source import (
     SourceRead,
     deletes,
@@ -267,7 +266,7 @@ class Ingestion:
         messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
         self.store.save_schema(batch_rows(messages, self.item, 0, no_standing(self.spark)).schema)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
-        self.query = streaming(messages, self._commit, self.item, str(self.store.checkpoint))
+        self.query = streaming(messages, self._commit, self.item, self.store.checkpoint.uri)
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
@@ -275,14 +274,14 @@ class Ingestion:
         if offsets is None:
             return  # run again after a restart: every offset it read is committed already
         ingested_ms = int(time.time() * 1000)
-        staging = Path(tempfile.mkdtemp(prefix=f"batch-{n}-", dir=self.store.root))
+        staging = self.store.root.temporary(f"batch-{n}-")
         written = staging / "out"
         if upsert:
             with self.store.reading():
                 standing = self.store.standing(self.spark)
-                write_batch(batch_rows(batch, self.item, ingested_ms, standing), str(written))
+                write_batch(batch_rows(batch, self.item, ingested_ms, standing), written.uri)
         else:
-            write_batch(batch_rows(batch, self.item, ingested_ms), str(written))
+            write_batch(batch_rows(batch, self.item, ingested_ms), written.uri)
         self.store.commit(
             written,
             batch=n,
@@ -291,7 +290,7 @@ class Ingestion:
             redirected=self.desc.dead_letter_table is not None,
             upsert=upsert,
         )
-        shutil.rmtree(staging)
+        staging.remove()
         compactor = self.compactor  # None once stopping
         if compactor is not None:
             compactor.poke()
@@ -347,11 +346,11 @@ class Ingestion:
 
 
 class Streams:
-    """The ingestions of one session, under `<data dir>/streams`, and their supervisor: a
+    """The ingestions of one session, under `<data>/streams` (see `storage`), and their supervisor: a
     thread restarting failed ones (see `Ingestion.failure`)."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.root = data_dir / "streams"
+    def __init__(self, data: Location) -> None:
+        self.root = data / "streams"
         self.running: dict[str, Ingestion] = {}
         # Sources a statement waits on: (name, offsets read, offsets to read), for progress.
         self.catching_up: dict[str, tuple[str, int, int]] = {}
@@ -433,7 +432,8 @@ class Streams:
         ingestion = self.running.pop(item_id, None)
         if ingestion is not None:
             ingestion.stop()
-        shutil.rmtree(self.root / item_id, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (self.root / item_id).remove()
 
     def close(self) -> None:
         self._closing.set()

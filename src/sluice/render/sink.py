@@ -15,13 +15,15 @@ Spark, so that a step costs the driver and Kafka O(change), not O(relation):
 * the delivered state is Parquet, `(identity, payload, count)`, under the sink's folder,
   `state/<version>/`. A step groups the relation's pairs by identity together with the
   state of the last committed version (one shuffle: both sides are unioned, tagged, so
-  each group holds the new and the delivered payload and count), in one Spark job whose
-  tasks each write their part of the next version's state (fsynced; the driver marks the
-  version `complete` before its transaction) and pass on only the identities whose
-  payload or count differ (plus, for the checks, a key held by two rows and rows a guard
-  flags);
-* those reach the driver as Arrow, which works out each one's change; the driver builds
-  the messages of those alone.
+  each group holds the new and the delivered payload and count), in one Spark job
+  writing the next version's state through Spark's Parquet writer (so it goes where the
+  sink's folder is, a data URI included; the driver marks the version `complete` before
+  its transaction): every group, each marked whether the driver wants it — an identity
+  whose payload or count differ (plus, for the checks, a key held by two rows and rows a
+  guard flags), which alone keeps its delivered payload — the state being the groups
+  still held (count > 0);
+* a second job reads the wanted groups back to the driver as Arrow, which works out
+  each one's change; the driver builds the messages of those alone.
 
 A relation and a state of at most `SMALL` (1,000) rows are grouped on the driver instead,
 by Arrow with the same rules: a Spark shuffle costs more than that many pairs, and sinks
@@ -84,15 +86,13 @@ DELAY MAX), from its last committed state, until it gets through.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import shutil
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -103,7 +103,6 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.formats import AvroRegistry, Format, Json
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS, Item, SinkDesc
 from sluice.catalog.secrets import connection_options, registry_login
@@ -116,7 +115,7 @@ from sluice.kafka.retry import RetryPolicy
 from sluice.kafka.topics import create_topic, list_topics
 from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, SchemaIds, recorded
-from sluice.render.store import remove_paths
+from sluice.storage import Location
 
 # How often an idle sink looks for changes in what its relation reads.
 POLL_SECONDS = 0.2
@@ -435,14 +434,14 @@ def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
 
 class SinkState:
     """What a sink delivered: `(identity, payload, count)` at each committed version, as
-    Parquet under `<sink dir>/state/<version>/`, one file per task of the step that wrote
-    it, and `complete` once all are there and fsynced — before the version's commit (see
-    the module docstring)."""
+    Parquet under `<sink dir>/state/<version>/` — the rows whose count is above 0; a part
+    Spark wrote holds the step's other groups and columns as well — and `complete` once
+    every part is there — before the version's commit (see the module docstring)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Location) -> None:
         self.dir = root / "state"
 
-    def path(self, version: int) -> Path:
+    def path(self, version: int) -> Location:
         return self.dir / str(version)
 
     def upgrade(self, version: int) -> None:
@@ -455,15 +454,14 @@ class SinkState:
         target = self.path(version)
         if not (target / COMPLETE).exists():
             try:
-                with pa.memory_map(str(legacy)) as source:
-                    table = pa.ipc.open_file(source).read_all().select(list(_ARROW_STATE))
+                table = pa.ipc.open_file(pa.BufferReader(legacy.read_bytes())).read_all().select(list(_ARROW_STATE))
             except (OSError, pa.ArrowInvalid) as e:
                 raise self._damaged(version, e) from None
-            remove_paths([target])
-            target.mkdir(parents=True)
-            _write_part(table, f"{target}/part-0.parquet")
+            target.remove()
+            target.make_dirs()
+            _write_part(table, target / "part-0.parquet")
             _complete(target)
-        legacy.unlink()
+        legacy.remove()
 
     def _damaged(self, version: int, error: Exception | str) -> StoreDamaged:
         return StoreDamaged(
@@ -471,33 +469,35 @@ class SinkState:
             hint="DROP SINK and CREATE SINK again write the relation's whole contents anew",
         )
 
-    def _files(self, version: int) -> list[Path]:
+    def _files(self, version: int) -> list[Location]:
         """The Parquet parts of the (complete) state of `version`."""
         path = self.path(version)
         if not (path / COMPLETE).exists():
             raise self._damaged(version, f'folder "{path}" is missing or incomplete')
-        return sorted(path.glob("part-*.parquet"))
+        return path.children("part-*.parquet")
 
     def _held(self, version: int) -> int:
-        """How many identities the state of `version` holds (from the parts' footers)."""
+        """At most how many identities the state of `version` holds (the rows of its parts'
+        footers, which count the groups a step on Spark no longer holds too)."""
         if version == 0:
             return 0
-        return sum(pq.ParquetFile(f).metadata.num_rows for f in self._files(version))
+        return sum(f.parquet_rows() for f in self._files(version))
 
     def delivered(self, version: int) -> pa.Table:
         """`(identity, payload, count)` of what version `version` delivered, on the driver."""
         empty = pa.table({name: pa.array([], arrow_type) for name, arrow_type in _ARROW_STATE.items()})
         if version == 0:
             return empty
-        parts = [pq.read_table(f) for f in self._files(version)]
-        return pa.concat_tables([empty, *parts], promote_options="default")
+        parts = [pq.read_table(pa.BufferReader(f.read_bytes()), columns=list(_ARROW_STATE)) for f in self._files(version)]
+        held = pa.concat_tables([empty, *parts], promote_options="default")
+        return held.filter(pc.greater(held.column("count"), 0))
 
     def _delivered(self, spark: SparkSession, version: int) -> DataFrame | None:
         """`(identity, payload, count)` of what version `version` delivered, on Spark (None: nothing)."""
         if version == 0:
             return None
-        files = [str(f) for f in self._files(version)]
-        return spark.read.schema(_STATE_SCHEMA).parquet(*files) if files else None
+        files = [f.uri for f in self._files(version)]
+        return spark.read.schema(_STATE_SCHEMA).parquet(*files).where(F.col("count") > 0) if files else None
 
     def diff(self, frame: DataFrame, version: int, flags: list[str], unique: bool) -> Changes:
         """Write the state of `version + 1` from `frame` — the relation's `identity`,
@@ -505,8 +505,8 @@ class SinkState:
         A relation and a state both of at most `SMALL` rows are diffed on the driver, in
         Arrow (a Spark shuffle costs more than that); any other on Spark."""
         target = self.path(version + 1)
-        remove_paths([target])  # what an earlier attempt at this version left
-        target.mkdir(parents=True)
+        target.remove()  # what an earlier attempt at this version left
+        target.make_dirs()
         began = time.perf_counter()
         if self._held(version) <= SMALL:
             probe = frame.limit(SMALL + 1).toArrow()
@@ -518,7 +518,7 @@ class SinkState:
         changes.seconds = {"diffed on Spark": time.perf_counter() - began}
         return changes
 
-    def _diff_here(self, rows: pa.Table, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
+    def _diff_here(self, rows: pa.Table, version: int, flags: list[str], unique: bool, target: Location) -> Changes:
         delivered = self.delivered(version)
         binary, counted = pa.binary(), pa.int64()
         width, held = rows.num_rows, delivered.num_rows
@@ -551,14 +551,14 @@ class SinkState:
         grouped = tagged.group_by("identity").aggregate(aggregates + [(f, "max") for f in flags])
         grouped = grouped.rename_columns(["identity" if n == "identity" else n.rsplit("_", 1)[0] for n in grouped.column_names])
         state = grouped.filter(pc.greater(grouped.column("count"), 0)).select(["identity", "payload", "count"])
-        _write_part(state, f"{target}/part-0.parquet")
+        _write_part(state, target / "part-0.parquet")
         _complete(target)
         return _changes(grouped, flags, unique, received=width + held)
 
-    def _diff_on_spark(self, frame: DataFrame, version: int, flags: list[str], unique: bool, target: Path) -> Changes:
-        """One Spark job: the relation's pairs and the delivered state, grouped by
-        identity; each task of the grouping writes its part of the new state and sends the
-        driver only the rows it wants (changed, a duplicate key, or flagged)."""
+    def _diff_on_spark(self, frame: DataFrame, version: int, flags: list[str], unique: bool, target: Location) -> Changes:
+        """Two Spark jobs: the relation's pairs and the delivered state grouped by
+        identity, written as the new state, each group marked whether the driver wants it
+        (changed, a duplicate key, or flagged); then the wanted ones read back."""
         binary, counted = T.BinaryType(), T.LongType()
         rows = frame.select(
             "identity",
@@ -590,17 +590,20 @@ class SinkState:
         wanted = changed | (count > 1) if unique else changed
         for flag in flags:
             wanted = wanted | F.col(flag)
-        marked = grouped.withColumn("wanted", wanted)
-        found = marked.mapInArrow(StateWriter(str(target)), marked.schema).toArrow()
+        marked = grouped.withColumn("wanted", wanted).withColumn(
+            "was_payload", F.when(F.col("wanted"), F.col("was_payload"))
+        )
+        marked.write.mode("overwrite").parquet(target.uri)
+        spark = frame.sparkSession
+        written = [f.uri for f in target.children("part-*.parquet")]
+        found = spark.read.schema(marked.schema).parquet(*written).where(F.col("wanted")).drop("wanted").toArrow()
         _complete(target)
         return _changes(found, flags, unique, received=found.num_rows)
 
     def keep_only(self, version: int) -> None:
-        if not self.dir.exists():
-            return
-        for path in self.dir.iterdir():
+        for path in self.dir.children():
             if path.name != str(version):
-                remove_paths([path])
+                path.remove()
 
 
 # The largest relation (and delivered state) a step diffs on the driver.
@@ -619,41 +622,18 @@ _STATE_SCHEMA = T.StructType(
 COMPLETE = "complete"
 
 
-@dataclass(frozen=True)
-class StateWriter:
-    """A task's part of a sink's next state: its rows still held (`identity, payload,
-    count`) written as `<folder>/part-<partition>.parquet`, fsynced, under a temporary
-    name until whole (a task run again replaces it); the rows the driver wants passed on.
-    Runs on the executors (`mapInArrow`)."""
-
-    folder: str
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        part = TaskContext.get().partitionId()
-        held = []
-        for batch in batches:
-            held.append(batch.filter(pc.greater(batch.column("count"), 0)).select(["identity", "payload", "count"]))
-            yield batch.filter(batch.column("wanted"))
-        if held:
-            _write_part(pa.Table.from_batches(held), f"{self.folder}/part-{part}.parquet")
+def _write_part(table: pa.Table, path: Location) -> None:
+    """`table` as the Parquet file `path`, written crash-safely."""
+    out = pa.BufferOutputStream()
+    pq.write_table(table, out)
+    path.replace(out.getvalue().to_pybytes())
 
 
-def _write_part(table: pa.Table, path: str) -> None:
-    """`table` as the Parquet file `path`, fsynced, under a temporary name until whole
-    (a task run again replaces it)."""
-    folder, name = path.rsplit("/", 1)
-    temporary = f"{folder}/.{name}"
-    pq.write_table(table, temporary)
-    with open(temporary, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
-
-
-def _complete(folder: Path) -> None:
-    sync_directory(folder)
-    replace_file(folder / COMPLETE, b"")
+def _complete(folder: Location) -> None:
+    for part in folder.children("part-*.parquet"):
+        part.sync()
+    folder.sync()
+    (folder / COMPLETE).replace(b"")
 
 
 _ARROW_STATE = {"identity": pa.binary(), "payload": pa.binary(), "count": pa.int64()}
@@ -705,7 +685,7 @@ class Progress:
 PROGRESS_TOPIC = "_sluice-progress"
 
 
-def sink_identity(root: Path) -> str:
+def sink_identity(root: Location) -> str:
     """The sink's name on Kafka — its transactional id and progress key —
     `sluice-sink-<uuid>`, made when it first starts and kept in `<sink dir>/identity`: a
     catalog id names a sink in its data directory only, and two data directories' sinks
@@ -715,7 +695,7 @@ def sink_identity(root: Path) -> str:
         return path.read_text()
     except FileNotFoundError:
         identity = f"sluice-sink-{uuid.uuid4().hex}"
-        replace_file(path, identity.encode())
+        path.replace(identity.encode())
         return identity
 
 
@@ -880,7 +860,7 @@ class SinkJob:
 
     sink: Item
     catalog: Catalog
-    root: Path
+    root: Location
     evaluate: Evaluate
     version: Callable[[], Any]
     status: Status = field(default_factory=Status)
@@ -967,7 +947,7 @@ class SinkJob:
             if changes:
                 progress = delivery.deliver(envelope.batch(changes), progress, changes.read)
                 # What SHOW SINKS tells of the sink while no session runs it.
-                replace_file(self.root / "progress.json", progress.to_json())
+                (self.root / "progress.json").replace(progress.to_json())
             state.keep_only(progress.version)
             seconds = {"evaluated": began - started, **changes.seconds, "delivered": time.perf_counter() - began}
             self.status = Status(RUNNING, progress.rows, progress.offset, received=changes.received, seconds=seconds)
@@ -978,8 +958,8 @@ class SinkJob:
 class Sinks:
     """The running sinks of one session, each under `<data dir>/sinks/<id>/`."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.root = data_dir / "sinks"
+    def __init__(self, data: Location) -> None:
+        self.root = data / "sinks"
         self.jobs: dict[str, SinkJob] = {}
 
     def start(self, sink: Item, catalog: Catalog, evaluate, version) -> None:
@@ -1004,7 +984,8 @@ class Sinks:
         job = self.jobs.pop(sink_id, None)
         if job is not None:
             job.stop()
-        shutil.rmtree(self.root / sink_id, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (self.root / sink_id).remove()
 
     def close(self) -> None:
         for job in self.jobs.values():

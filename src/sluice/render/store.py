@@ -1,7 +1,9 @@
 """A continuously ingested source's committed micro-batches on disk: committing them,
 checking them, reading them back as a `Collection`, and repairing a damaged store.
 
-Layout of `<data dir>/streams/<source id>/`:
+Layout of `<data>/streams/<source id>/`, `<data>` the data directory or a data URI's
+folder (`storage`: every file goes through its `Location`, Spark's reads, writes and
+checkpoint through the same URIs):
 
     checkpoint/                         Spark's: the offsets its micro-batches read
     batches/<k>/__out=<kind>/*.parquet  what commit k holds, one kind per folder
@@ -66,24 +68,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
-from sluice.catalog.files import replace_file, sync_directory
 from sluice.catalog.items import Item
 from sluice.errors import SOURCE_ERROR, StoreDamaged
 from sluice.render.pyspark_code import F
 from sluice.render.source import ERRS_COLUMNS, Collection
+from sluice.storage import Location, remove_all
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen", "state")
 IDENTITY = ["__p", "__o"]
@@ -152,7 +151,7 @@ def ends(record: dict) -> Offsets:
 
 
 class Store:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Location) -> None:
         self.root = root
         self.checkpoint = root / "checkpoint"
         self.batches = root / "batches"
@@ -199,8 +198,7 @@ class Store:
         return ends(last) if last else {}
 
     def save_schema(self, schema: StructType) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        replace_file(self.root / "schema.json", schema.json().encode())
+        (self.root / "schema.json").replace(schema.json().encode())
 
     def schema(self) -> StructType:
         return StructType.fromJson(json.loads((self.root / "schema.json").read_text()))
@@ -259,12 +257,11 @@ class Store:
         inspection = self.inspect()
         return inspection.damage is None and self.checkpoint.exists() and not _ahead(done, inspection.end)
 
-    def _record(self, number: int, folder: Path) -> dict:
+    def _record(self, number: int, folder: Location) -> dict:
         """The record of commit `number` (of its base, from `compacted/`), checked."""
         path = folder / f"{number}.json"
-        stat = path.stat()
-        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        cached = _RECORDS.get(str(path))
+        _, key = path.stat()
+        cached = _RECORDS.get(path.path)
         if cached is not None and cached[0] == key:
             return cached[1]
         record = json.loads(path.read_text())
@@ -275,7 +272,7 @@ class Store:
             raise ValueError(f"not the record of commit {number}")
         if not all(FILE_FIELDS <= entry.keys() for entry in record["files"]):
             raise ValueError("a file entry lacks a field")
-        _RECORDS[str(path)] = (key, record)
+        _RECORDS[path.path] = (key, record)
         return record
 
     def _fault(self, record: dict, previous: dict | None) -> str | None:
@@ -298,18 +295,17 @@ class Store:
         name = entry["path"]
         path = self.root / name
         try:
-            stat = path.stat()
-            if stat.st_size != entry["bytes"]:
-                return f'file "{name}" has {stat.st_size} bytes, not the {entry["bytes"]} written'
-            key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-            if _CHECKED.get(str(path)) != key:
-                if _crc32(path) != entry["crc32"]:
+            size, key = path.stat()
+            if size != entry["bytes"]:
+                return f'file "{name}" has {size} bytes, not the {entry["bytes"]} written'
+            if _CHECKED.get(path.path) != key:
+                if path.crc32() != entry["crc32"]:
                     return f'file "{name}" does not match its checksum'
-                _CHECKED[str(path)] = key
+                _CHECKED[path.path] = key
         except FileNotFoundError:
             return f'file "{name}" is missing'
         except OSError as e:
-            return f'file "{name}" cannot be read: {e.strerror}'
+            return f'file "{name}" cannot be read: {e.strerror or e}'
         return None
 
     # -- Spark's checkpoint ----------------------------------------------------------
@@ -343,13 +339,13 @@ class Store:
         again offsets Kafka no longer holds."""
         self.source = source
         leftovers = [
-            *self.root.glob("batch-*"),
-            *self.root.glob("compaction-*"),
-            *self.root.glob("checkpoint.discarded"),
-            *self.commits.glob(".*"),
-            *self.compacted.glob(".*"),
+            *self.root.children("batch-*"),
+            *self.root.children("compaction-*"),
+            *self.root.children("checkpoint.discarded"),
+            *self.commits.children(".*"),
+            *self.compacted.children(".*"),
         ]
-        remove_paths(leftovers)
+        remove_all(leftovers)
         inspection = self.inspect()
         try:
             done, planned = self.checkpoint_position()
@@ -379,8 +375,8 @@ class Store:
         if discard and self.checkpoint.exists():
             # Renamed first: a half-deleted checkpoint is never taken for a whole one.
             discarded = self.root / "checkpoint.discarded"
-            os.replace(self.checkpoint, discarded)
-            shutil.rmtree(discarded)
+            self.checkpoint.move_to(discarded)
+            discarded.remove()
         self._truncate(keep[-1]["commit"] + 1 if keep else 0)
         self.head = keep[-1] if keep else None
         self.start = start
@@ -392,12 +388,11 @@ class Store:
         for records, folder in ((self.commits, self.batches), (self.compacted, self.compacted)):
             dropped = [n for n in reversed(_numbered_records(records)) if n >= keep]
             for number in dropped:
-                (records / f"{number}.json").unlink()
+                (records / f"{number}.json").remove()
             if dropped:
-                sync_directory(records)
-            if folder.exists():
-                names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.iterdir()}
-                remove_paths([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
+                records.sync()
+            names = {f: f.name.removesuffix(".json") if folder == records else f.name for f in folder.children()}
+            remove_all([f for f, name in names.items() if not (name.isdigit() and int(name) < keep)])
 
     def batch_offsets(self, batch: int) -> Ranges | None:
         """What Spark's micro-batch `batch` adds to the store: per partition `[from, to)`,
@@ -427,7 +422,7 @@ class Store:
         return ranges
 
     def commit(
-        self, written: Path, *, batch: int, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
+        self, written: Location, *, batch: int, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
     ) -> None:
         """Publish a written batch as the next commit: its files fsynced and listed, moved
         into place, then its record written."""
@@ -437,9 +432,9 @@ class Store:
         counts = {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in KINDS}
         # How many messages each key had: on its `state` row, or a `seen` row of its own.
         counts["seen"] = sum(
-            pc.sum(pq.read_table(path, columns=["__seen"]).column(0)).as_py() or 0
+            pc.sum(pq.read_table(pa.BufferReader(path.read_bytes()), columns=["__seen"]).column(0)).as_py() or 0
             for kind in ("seen", "state")
-            for path in written.glob(f"__out={kind}/*.parquet")
+            for path in (written / f"__out={kind}").children("*.parquet")
         )
         before = Totals(**self.head["totals"]) if self.head else Totals()
         errors = counts["dlq"] + (counts["log"] if upsert else counts["errs"])
@@ -468,16 +463,15 @@ class Store:
                 raise Damage(f'commit {number - 1}: its record "{name}" vanished or changed').error(
                     self.source, hint=READ_AGAIN
                 )
-            remove_paths([target])  # left by an attempt that died before its record was written
-            self.batches.mkdir(parents=True, exist_ok=True)
-            os.replace(written, target)
-            sync_directory(self.batches)
-            self.commits.mkdir(parents=True, exist_ok=True)
-            replace_file(self.commits / f"{number}.json", json.dumps(record).encode())
+            target.remove()  # left by an attempt that died before its record was written
+            self.batches.make_dirs()
+            written.move_to(target)
+            self.batches.sync()
+            (self.commits / f"{number}.json").replace(json.dumps(record).encode())
             self.head = record
         for entry in files:  # hashed just now
-            stat = (self.root / entry["path"]).stat()
-            _CHECKED[str(self.root / entry["path"])] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            path = self.root / entry["path"]
+            _CHECKED[path.path] = path.stat()[1]
 
     def _head_intact(self) -> bool:
         """Whether the writer's last commit is still on disk as it wrote it."""
@@ -516,19 +510,19 @@ class Store:
         self._end_read(self._reads)
         self._reads = 0
 
-    def remove_unread(self, obsolete: Callable[[], list[Path]]) -> bool:
+    def remove_unread(self, obsolete: Callable[[], list[Location]]) -> bool:
         """Remove the files `obsolete` names if no read is using the store (they are
         listed and removed while none can begin); whether it did."""
         with _READERS_LOCK:
             if _READERS.get(str(self.root), 0):
                 return False
-            remove_paths(obsolete())
+            remove_all(obsolete())
             return True
 
     def frame(self, spark: SparkSession, records: list[dict], kind: str, schema: StructType | None = None) -> DataFrame:
         """The files of one kind of `records`, in `schema` (the batch files', by default)."""
         schema = schema or self.schema()
-        paths = [str(self.root / f["path"]) for r in records for f in r["files"] if f["kind"] == kind]
+        paths = [(self.root / f["path"]).uri for r in records for f in r["files"] if f["kind"] == kind]
         # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]).
         return spark.read.schema(schema).parquet(*paths)
 
@@ -619,52 +613,31 @@ def _ahead(position: Offsets | None, committed: Offsets) -> dict[int, tuple[int,
     }
 
 
-def _numbered_records(folder: Path) -> list[int]:
+def _numbered_records(folder: Location) -> list[int]:
     """The numbers `k` of the records `<k>.json` in `folder`, ascending."""
-    if not folder.exists():
-        return []
-    return sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit())
+    names = (p.name.removesuffix(".json") for p in folder.children("*.json"))
+    return sorted(int(name) for name in names if name.isdigit())
 
 
-def _last_number(folder: Path) -> int | None:
-    numbered = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.exists() else []
-    return max(numbered, default=None)
+def _last_number(folder: Location) -> int | None:
+    return max((int(p.name) for p in folder.children() if p.name.isdigit()), default=None)
 
 
-def seal(directory: Path, prefix: str) -> list[dict]:
+def seal(directory: Location, prefix: str) -> list[dict]:
     """Each Parquet file Spark wrote under `directory`, fsynced with its folders, as a
     record lists it: its path once published under `prefix`, bytes, rows and CRC-32."""
     files = []
-    for folder in sorted(directory.glob("__out=*")):
-        for path in sorted(folder.glob("*.parquet")):
+    for folder in directory.children("__out=*"):
+        for path in folder.children("*.parquet"):
             files.append(
                 {
                     "path": f"{prefix}/{folder.name}/{path.name}",
                     "kind": folder.name.removeprefix("__out="),
-                    "bytes": path.stat().st_size,
-                    "rows": pq.ParquetFile(path).metadata.num_rows,
-                    "crc32": _crc32(path, sync=True),
+                    "bytes": path.stat()[0],
+                    "rows": path.parquet_rows(),
+                    "crc32": path.crc32(sync=True),
                 }
             )
-        sync_directory(folder)
-    sync_directory(directory)
+        folder.sync()
+    directory.sync()
     return files
-
-
-def _crc32(path: Path, sync: bool = False) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            crc = zlib.crc32(chunk, crc)
-        if sync:
-            os.fsync(f.fileno())
-    return crc
-
-
-def remove_paths(paths: list[Path]) -> None:
-    """Removes each of `paths` (a folder with what it holds) that exists."""
-    for path in paths:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        elif path.exists() or path.is_symlink():
-            path.unlink()
