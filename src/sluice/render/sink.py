@@ -20,9 +20,9 @@ Spark, so that a step costs the driver and Kafka O(change), not O(relation):
   sink's folder is, a data URI included; the driver marks the version `complete` before
   its transaction): every group, each marked whether the driver wants it — an identity
   whose payload or count differ (plus, for the checks, a key held by two rows and rows a
-  guard flags), which alone keeps its delivered payload — the state being the groups
-  still held (count > 0);
-* a second job reads the wanted groups back to the driver as Arrow, which works out
+  guard flags), each in a folder of its kind — the state being the groups still held
+  (count > 0);
+* the wanted groups' folder alone is read back to the driver as Arrow, which works out
   each one's change; the driver builds the messages of those alone.
 
 A relation and a state of at most `SMALL` (1,000) rows are grouped on the driver instead,
@@ -434,9 +434,10 @@ def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
 
 class SinkState:
     """What a sink delivered: `(identity, payload, count)` at each committed version, as
-    Parquet under `<sink dir>/state/<version>/` — the rows whose count is above 0; a part
-    Spark wrote holds the step's other groups and columns as well — and `complete` once
-    every part is there — before the version's commit (see the module docstring)."""
+    Parquet under `<sink dir>/state/<version>/` — the rows whose count is above 0; a step
+    on Spark writes every group, the wanted ones under `wanted=true/` with what was
+    delivered before, the others under `wanted=false/` — and `complete` once every part
+    is there, before the version's commit (see the module docstring)."""
 
     def __init__(self, root: Location) -> None:
         self.dir = root / "state"
@@ -470,15 +471,17 @@ class SinkState:
         )
 
     def _files(self, version: int) -> list[Location]:
-        """The Parquet parts of the (complete) state of `version`."""
+        """The Parquet parts of the (complete) state of `version`: in its folder, or in
+        the `wanted=…` folders of a step on Spark."""
         path = self.path(version)
         if not (path / COMPLETE).exists():
             raise self._damaged(version, f'folder "{path}" is missing or incomplete')
-        return path.children("part-*.parquet")
+        folders = [path, *path.children("wanted=*")]
+        return [part for folder in folders for part in folder.children("part-*.parquet")]
 
     def _held(self, version: int) -> int:
         """At most how many identities the state of `version` holds (the rows of its parts'
-        footers, which count the groups a step on Spark no longer holds too)."""
+        footers, which count the wanted groups a step on Spark no longer holds too)."""
         if version == 0:
             return 0
         return sum(f.parquet_rows() for f in self._files(version))
@@ -556,9 +559,9 @@ class SinkState:
         return _changes(grouped, flags, unique, received=width + held)
 
     def _diff_on_spark(self, frame: DataFrame, version: int, flags: list[str], unique: bool, target: Location) -> Changes:
-        """Two Spark jobs: the relation's pairs and the delivered state grouped by
-        identity, written as the new state, each group marked whether the driver wants it
-        (changed, a duplicate key, or flagged); then the wanted ones read back."""
+        """The relation's pairs and the delivered state grouped by identity, written as
+        the new state in one Spark job, in two folders by whether the driver wants a group
+        (changed, a duplicate key, or flagged): `wanted=true` alone is read back, O(change)."""
         binary, counted = T.BinaryType(), T.LongType()
         rows = frame.select(
             "identity",
@@ -593,10 +596,9 @@ class SinkState:
         marked = grouped.withColumn("wanted", wanted).withColumn(
             "was_payload", F.when(F.col("wanted"), F.col("was_payload"))
         )
-        marked.write.mode("overwrite").parquet(target.uri)
-        spark = frame.sparkSession
-        written = [f.uri for f in target.children("part-*.parquet")]
-        found = spark.read.schema(marked.schema).parquet(*written).where(F.col("wanted")).drop("wanted").toArrow()
+        marked.write.mode("overwrite").partitionBy("wanted").parquet(target.uri)
+        wanted_parts = [f.uri for f in (target / "wanted=true").children("part-*.parquet")]
+        found = frame.sparkSession.read.schema(marked.drop("wanted").schema).parquet(*wanted_parts).toArrow()
         _complete(target)
         return _changes(found, flags, unique, received=found.num_rows)
 
