@@ -19,6 +19,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import sluice
 from sluice.errors import SqlError
@@ -131,8 +132,15 @@ def open_session(data_dir: Path, bootstrap: str, *, create: bool = False) -> slu
     return session
 
 
+def data_root(data_dir: Path) -> Path:
+    """Where a data directory's data is: in it, or in the folder of the `file://` data URI
+    it keeps its data under (`SLUICE_DATA_URI` set for a run of these tests)."""
+    recorded = data_dir / "data-location"
+    return Path(urlsplit(recorded.read_text()).path) if recorded.exists() else data_dir
+
+
 def stores(data_dir: Path) -> list[Path]:
-    return sorted((data_dir / "streams").iterdir())
+    return sorted((data_root(data_dir) / "streams").iterdir())
 
 
 def baseline(data_dir: Path, older: Path, produced: Produced, rounds: int = 3) -> None:
@@ -303,6 +311,6 @@ def killed_and_reopened(tmp_path: Path, rounds: int, seed: int, left: str) -> st
         produced.more(20)
         kill_rounds(data_dir, produced, rounds, random.Random(rounds), tmp_path / "child.log")
         produced.more(10)
-        assert list(data_dir.glob(left)), f"the killed sessions left nothing matching {left}"
+        assert list(data_root(data_dir).glob(left)), f"the killed sessions left nothing matching {left}"
         with open_session(data_dir, kafka.bootstrap) as reopened:
             return outcome(reopened, produced)

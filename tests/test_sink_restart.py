@@ -15,7 +15,7 @@ import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.topics import ControlServer
 from tests.sinks import read_committed
-from tests.store_faults import kill_rounds
+from tests.store_faults import data_root, kill_rounds
 
 CHILD = Path(__file__).resolve().parent / "sink_child.py"
 
@@ -54,5 +54,5 @@ def test_killed_sink_sessions_deliver_every_change_once(spark, tmp_path, rounds)
     expected = Counter(b'{"text":"' + m + b'"}' for m in produced.values)
     assert written - expected == Counter(), "written twice (or never produced)"
     assert expected - written == Counter(), "lost"
-    (state,) = (data_dir / "sinks").glob("*/state/*")  # older states removed
+    (state,) = (data_root(data_dir) / "sinks").glob("*/state/*")  # older states removed
     assert (state / "complete").exists()

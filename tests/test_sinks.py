@@ -195,7 +195,17 @@ def test_consume_stops_at_the_end_of_a_transactional_topic(kafka) -> None:
     assert lines[1:] == ["0\t0\tk\t1\t"]  # the aborted message is not read, and the end is reached
 
 
-def test_a_small_change_to_a_large_relation_brings_only_the_change(session, kafka) -> None:
+@pytest.mark.parametrize("data_uri", [False, True], ids=["data directory", "data URI"])
+def test_a_small_change_to_a_large_relation_brings_only_the_change(spark, kafka, tmp_path, data_uri) -> None:
+    # Under a data URI, the step on Spark writes the sink's state through Hadoop's filesystem.
+    with sluice.Session(data_uri=f"file://{tmp_path}/data" if data_uri else None) as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        a_small_change_brings_only_the_change(session, kafka)
+    if data_uri:
+        assert not any((tmp_path / "data").iterdir())  # the temporary session's data went with it
+
+
+def a_small_change_brings_only_the_change(session, kafka) -> None:
     session.execute_script(
         """
         CREATE TABLE t (a int, b text);

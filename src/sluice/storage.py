@@ -166,8 +166,9 @@ def remove_all(locations: list[Location]) -> None:
         location.remove()
 
 
+@dataclass(frozen=True)
 class LocalFiles:
-    """The driver's own filesystem through Python's os calls."""
+    """The driver's own filesystem through Python's os calls (one, however many objects)."""
 
     def exists(self, path: str) -> bool:
         return os.path.lexists(path)
@@ -228,8 +229,9 @@ class LocalFiles:
 
 class HadoopFiles:
     """Any filesystem Hadoop's configuration reaches, through the Spark session's JVM
-    (`spark()` gives the session; it starts on first use). Paths are URIs. Local files
-    (`file:`) go through Hadoop's raw local filesystem: no `.crc` files beside ours."""
+    (`spark()` gives the session; it starts on first use). Paths are URIs. A checksummed
+    filesystem (Hadoop's local one) is used through its raw one: no `.crc` files beside
+    ours."""
 
     def __init__(self, spark: Callable[[], Any]) -> None:
         self._spark = spark
@@ -255,7 +257,8 @@ class HadoopFiles:
         fs = self._filesystems.get(key)
         if fs is None:
             fs = hadoop_path.getFileSystem(self._conf)
-            if parts.scheme == "file":
+            checksummed = jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
+            if checksummed.isInstance(fs):  # the `.crc` files beside ours are its
                 fs = fs.getRawFileSystem()
             self._filesystems[key] = fs
         return fs, hadoop_path
