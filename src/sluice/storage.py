@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from sluice.catalog.files import replace_file, sync_directory
 from sluice.errors import DataLocationMismatch
 
 DATA_URI_VARIABLE = "SLUICE_DATA_URI"
@@ -56,6 +57,7 @@ class Files(Protocol):
     def sync(self, path: str) -> None: ...
     def crc32(self, path: str, sync: bool) -> int: ...
     def parquet_rows(self, path: str) -> int: ...
+    def read_parquet(self, path: str, columns: list[str]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,11 @@ class Location:
         """The rows of a Parquet file, from its footer."""
         return self.files.parquet_rows(self.path)
 
+    def read_parquet(self, columns: list[str]) -> Any:
+        """Those columns of a Parquet file as an Arrow table (reading only them from the
+        driver's own filesystem)."""
+        return self.files.read_parquet(self.path, columns)
+
     def temporary(self, prefix: str) -> Location:
         """A new empty folder in this one, named `prefix` and a unique suffix."""
         folder = self / f"{prefix}{uuid.uuid4().hex[:12]}"
@@ -190,8 +197,6 @@ class LocalFiles:
             return f.read()
 
     def replace(self, path: str, data: bytes) -> None:
-        from sluice.catalog.files import replace_file
-
         replace_file(Path(path), data)
 
     def stat(self, path: str) -> tuple[int, tuple]:
@@ -208,8 +213,6 @@ class LocalFiles:
             os.unlink(path)
 
     def sync(self, path: str) -> None:
-        from sluice.catalog.files import sync_directory
-
         sync_directory(Path(path))
 
     def crc32(self, path: str, sync: bool) -> int:
@@ -222,9 +225,14 @@ class LocalFiles:
         return crc
 
     def parquet_rows(self, path: str) -> int:
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # imported once data is read, not with the session
 
         return pq.ParquetFile(path).metadata.num_rows
+
+    def read_parquet(self, path: str, columns: list[str]) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path, columns=columns)
 
 
 class HadoopFiles:
@@ -385,6 +393,12 @@ class HadoopFiles:
 
         return self._call(path, rows)
 
+    def read_parquet(self, path: str, columns: list[str]) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        return pq.read_table(pa.BufferReader(self.read(path)), columns=columns)
+
 
 def data_location(data_dir: Path, data_uri: str | None, spark: Callable[[], Any]) -> Location:
     """Where the data of the data directory `data_dir` lives: under the data URI it was
@@ -403,8 +417,6 @@ def data_location(data_dir: Path, data_uri: str | None, spark: Callable[[], Any]
                 f'data directory "{data_dir}" keeps its data in itself, not under "{data_uri}"'
             )
         recorded = f"{data_uri.rstrip('/')}/{uuid.uuid4()}"
-        from sluice.catalog.files import replace_file
-
         replace_file(record, recorded.encode())
     if recorded is None:
         return local(data_dir)

@@ -491,7 +491,7 @@ class SinkState:
         empty = pa.table({name: pa.array([], arrow_type) for name, arrow_type in _ARROW_STATE.items()})
         if version == 0:
             return empty
-        parts = [pq.read_table(pa.BufferReader(f.read_bytes()), columns=list(_ARROW_STATE)) for f in self._files(version)]
+        parts = [f.read_parquet(list(_ARROW_STATE)) for f in self._files(version)]
         held = pa.concat_tables([empty, *parts], promote_options="default")
         return held.filter(pc.greater(held.column("count"), 0))
 

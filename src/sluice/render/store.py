@@ -72,9 +72,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
@@ -432,7 +430,7 @@ class Store:
         counts = {kind: sum(f["rows"] for f in files if f["kind"] == kind) for kind in KINDS}
         # How many messages each key had: on its `state` row, or a `seen` row of its own.
         counts["seen"] = sum(
-            pc.sum(pq.read_table(pa.BufferReader(path.read_bytes()), columns=["__seen"]).column(0)).as_py() or 0
+            pc.sum(path.read_parquet(["__seen"]).column(0)).as_py() or 0
             for kind in ("seen", "state")
             for path in (written / f"__out={kind}").children("*.parquet")
         )
