@@ -122,7 +122,8 @@ class Session:
             self.secrets = SecretStore(self.data_dir)
             self.catalog = DurableCatalog(self.data_dir, self.secrets)
             self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
-            self.data = data_location(self.data_dir, data_uri or default_data_uri(), _spark)
+            # A data URI's filesystem is in Spark's JVM: the process's Spark session, once needed.
+            self.data = data_location(self.data_dir, data_uri or default_data_uri(), self.start_spark)
         except BaseException:
             self._lock.release()
             raise
@@ -499,10 +500,3 @@ class Session:
 def _object_name(text: str) -> ast.ObjectName:
     """`text` read as the name of a catalog item (`x`, `public.x`, `"Mixed Case"`)."""
     return parse_one(f"SHOW COLUMNS FROM {text}").name
-
-
-def _spark() -> Any:
-    """The process's Spark session, started if needed: a data URI's filesystem is in its JVM."""
-    from sluice.render.spark import spark  # importing pyspark takes seconds
-
-    return spark()
