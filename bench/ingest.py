@@ -107,21 +107,32 @@ def decoded(kafka: EmbeddedKafka, topic: str, schema: dict):
     return df.where("value_error IS NULL").select("value_data.*")
 
 
-def seconds_to_read(stream, kafka: EmbeddedKafka, topic: str, root: Path) -> float:
+def seconds_to_read(stream, kafka: EmbeddedKafka, topic: str, root: Path, after=None) -> float:
     """Start `stream` (a DataStreamWriter) checkpointed under `root`; seconds until it has
-    committed every offset the topic holds now."""
-    targets = {p: hi for p, (_, hi) in watermarks(kafka.bootstrap, topic, {}).items()}
+    committed every offset the topic holds now. `after(query)`, if given, runs then, before
+    the stream stops."""
     start = time.perf_counter()
     query = (
         stream.option("checkpointLocation", str(root / "checkpoint")).trigger(processingTime=TRIGGER).start()
     )
+    try:
+        wait_to_read(query, kafka, topic, root)
+        elapsed = time.perf_counter() - start
+        if after is not None:
+            after(query)
+    finally:
+        query.stop()
+    return elapsed
+
+
+def wait_to_read(query, kafka: EmbeddedKafka, topic: str, root: Path) -> None:
+    """Wait until `query`, checkpointed under `root`, has committed every offset the topic
+    holds now."""
+    targets = {p: hi for p, (_, hi) in watermarks(kafka.bootstrap, topic, {}).items()}
     while any(checkpointed(root / "checkpoint").get(p, 0) < hi for p, hi in targets.items()):
         if query.exception() is not None:
             raise RuntimeError(query.exception())
         time.sleep(0.05)
-    elapsed = time.perf_counter() - start
-    query.stop()
-    return elapsed
 
 
 def checkpointed(checkpoint: Path) -> dict[int, int]:

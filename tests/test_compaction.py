@@ -1,14 +1,17 @@
 """Compaction of a source's committed batches (render/compaction.py): a read shows the same
 before and after any compaction — rows, standing errors, the error log and dead-letter
-rows, for ENVELOPE NONE and UPSERT stores, and an UPSERT store's state — the files a compaction replaces outlive every
-read that may use them, a damaged base is damage like any other, and sessions killed
-(SIGKILL) while their sources compact resume with nothing lost or duplicated."""
+rows, for ENVELOPE NONE and UPSERT stores, and an UPSERT store's state, its retractions
+left out by a filter or by a join — many retractions start a compaction, the files a
+compaction replaces outlive every read that may use them, a damaged base is damage like
+any other, and sessions killed (SIGKILL) while their sources compact resume with nothing
+lost or duplicated."""
 
 from __future__ import annotations
 
 import json
 import random
 import shutil
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +19,10 @@ from hypothesis import strategies as st
 
 from sluice.catalog.formats import Text
 from sluice.catalog.items import SOURCE, Item, SourceDesc
-from sluice.render.compaction import compact, remove_replaced
+from sluice import Session
+from sluice.kafka.embedded import produce
+from sluice.render import store as store_module
+from sluice.render.compaction import compact, compact_after, remove_replaced
 from sluice.storage import disk
 from tests.compaction_model import ModelStore, random_batches, shown
 from tests.store_faults import killed_and_reopened
@@ -30,12 +36,21 @@ def source(upsert: bool, redirected: bool) -> Item:
 
 
 def read(spark, model: ModelStore) -> dict[str, list]:
+    """What a read of the store shows, the same whether it leaves out retracted rows by a
+    filter of their places (few retractions) or by a join with them (many)."""
     item = source(model.upsert, model.redirected)
-    try:
-        standing = model.store.standing(spark) if model.upsert else None
-        return shown(model.store.collection(spark, item), standing)
-    finally:
-        model.store.release()
+    shows = []
+    for filtered in (store_module.FILTERED_RETRACTIONS, -1):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store_module, "FILTERED_RETRACTIONS", filtered)
+            try:
+                standing = model.store.standing(spark) if model.upsert else None
+                shows.append(shown(model.store.collection(spark, item), standing))
+            finally:
+                model.store.release()
+    filtered, joined = shows
+    assert filtered == joined
+    return filtered
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -57,6 +72,30 @@ def test_a_read_shows_the_same_before_and_after_any_compaction(
             assert read(spark, model) == before == model.expected()
     assert read(spark, model) == model.expected()
     assert model.store.committed()[0] == max(compactions) - 1, "the compacted commits were not removed"
+
+
+def test_many_retractions_start_a_compaction_before_many_commits(spark, kafka) -> None:
+    # Two commits, the second retracting more than a read filters out without a join.
+    keys = store_module.FILTERED_RETRACTIONS + 100
+    kafka.create_topic("many", 1)
+    produce(kafka.bootstrap, "many", [(b"k%d" % i, b"first") for i in range(keys)], partition=0)
+    with Session() as session:
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        session.execute(
+            "CREATE SOURCE many FROM KAFKA CONNECTION kafka (TOPIC 'many') KEY FORMAT TEXT VALUE FORMAT TEXT "
+            "ENVELOPE UPSERT"
+        )
+        session.execute("CREATE MATERIALIZED VIEW v AS SELECT text, count(*) FROM many GROUP BY text")
+        assert session.execute("SELECT * FROM v").rows == [("first", keys)]
+        produce(kafka.bootstrap, "many", [(b"k%d" % i, b"second") for i in range(keys)], partition=0)
+        assert session.execute("SELECT * FROM v").rows == [("second", keys)]
+        store = session._live.running[session.catalog.current.get("many").id].store
+        assert len(store.committed()) == 2 and compact_after() > 2
+        deadline = time.monotonic() + 60
+        while not store.bases() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert store.bases() == [1]
+        assert session.execute("SELECT * FROM v").rows == [("second", keys)]
 
 
 def test_files_a_compaction_replaces_stay_while_a_read_may_use_them(spark, tmp_path) -> None:

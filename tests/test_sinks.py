@@ -219,7 +219,10 @@ def a_small_change_brings_only_the_change(session, kafka) -> None:
     session.execute("UPDATE t SET b = 'changed' WHERE a = 1234")
     session.drain_sinks(DRAIN_SECONDS)
     # The driver received the one changed key, not the 3,000 rows, and wrote one message.
-    assert (job.status.state, job.status.rows, job.status.received) == ("running", 3001, 1)
+    # (The step the drain asks for may come after the one that found the change, when the
+    # sink's own poll saw it first: it then received nothing.)
+    assert (job.status.state, job.status.rows) == ("running", 3001)
+    assert job.status.received <= 1
     messages = read_committed(kafka.bootstrap, "out")
     assert messages[3000:] == [(b'{"a":1234}', b'{"a":1234,"b":"changed"}')]
     assert upserted(messages) == {

@@ -4,10 +4,12 @@ commits rather than every micro-batch since the source was created (the base's l
 and how reads and repairs use it, are in `store`'s docstring).
 
 A compaction starts once `SLUICE_COMPACT_AFTER` commits (16 unless set; 0: never) have
-followed the base, and never sooner after the last one than four times that one's
-duration: rewriting a large base takes its share of the cores, not all of them. Its
-Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of their
-own, so that ingestion goes on with a fair share of the cores however large the base.
+followed the base, or once the commits after the base retract more rows than a read
+filters out without a join (`FILTERED_RETRACTIONS`: a base holds no retraction, so reads
+and micro-batches then need none), and never sooner after the last one than four times
+that one's duration: rewriting a large base takes its share of the cores, not all of
+them. Its Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of
+their own, so that ingestion goes on with a fair share of the cores however large the base.
 Stopping the ingestion cancels them; what they left behind is a staging folder that the
 next start removes.
 """
@@ -23,7 +25,7 @@ import time
 
 from pyspark.sql import SparkSession
 
-from sluice.render.store import IDENTITY, Store, seal
+from sluice.render.store import FILTERED_RETRACTIONS, IDENTITY, Store, seal
 from sluice.storage import Location
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
@@ -144,7 +146,10 @@ class Compactor:
         if head is None or time.monotonic() < self._next_at:
             return False
         bases = self.store.bases()
-        return head["commit"] - (bases[-1] if bases else -1) >= self.after
+        if head["commit"] - (bases[-1] if bases else -1) >= self.after:
+            return True
+        records = self.store.inspect().records
+        return sum(r.get("counts", {}).get("retract", 0) for r in records) > FILTERED_RETRACTIONS
 
     def _run(self) -> None:
         context = self.spark.sparkContext

@@ -32,9 +32,12 @@ reads and commits only what lies past them, and a stream whose checkpoint is gon
 from them. Files and folders are fsynced before the record that makes them visible is written.
 
 A read uses only the files the records list, and checks each one (size, CRC-32; a check
-holds while the file's stat is unchanged). A store is damaged when a record is missing or
-unreadable, a commit does not start where the one before it ended, a listed file is
-missing, resized or fails its checksum, or the checkpoint has read past the last commit.
+holds while the file's stat is unchanged). It leaves out an upsert source's retracted rows
+by joining them with the `retract` rows or, when its commits retract few, by a filter of
+their places, read on the driver (`unretracted`): a join costs a Spark job of its own.
+A store is damaged when a record is missing or unreadable, a commit does not start where
+the one before it ended, a listed file is missing, resized or fails its checksum, or the
+checkpoint has read past the last commit.
 Damage is repaired from Kafka when the stream starts (a read that finds damage restarts
 the stream first), provided Kafka still holds every offset the repair reads again: the
 first damaged commit and every commit after it are dropped, the checkpoint is discarded,
@@ -89,6 +92,10 @@ STATE_SCHEMA = StructType(
     [StructField("__k", BinaryType()), StructField("__p", IntegerType()), StructField("__o", LongType())]
 )
 FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
+# Up to this many retractions are applied as a filter of their places, read on the
+# driver, rather than by a join: a join with them costs a Spark job of its own (their
+# broadcast) in every SELECT and upsert micro-batch.
+FILTERED_RETRACTIONS = 1_000
 
 Offsets = dict[int, int]  # partition → next offset
 Ranges = dict[int, tuple[int, int]]  # partition → [from, to)
@@ -521,8 +528,23 @@ class Store:
         """The files of one kind of `records`, in `schema` (the batch files', by default)."""
         schema = schema or self.schema()
         paths = [(self.root / f["path"]).uri for r in records for f in r["files"] if f["kind"] == kind]
-        # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]).
-        return spark.read.schema(schema).parquet(*paths)
+        # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]);
+        # as `limit(0)`, Spark's optimizer drops the joins and unions it would empty.
+        frame = spark.read.schema(schema).parquet(*paths)
+        return frame if paths else frame.limit(0)
+
+    def unretracted(self, records: list[dict]) -> Unretracted | None:
+        """What leaves out the rows `records` retract, when they retract few: a filter of
+        their places (`without_places`); None when they retract many."""
+        files = [f for r in records for f in r["files"] if f["kind"] == "retract"]
+        if sum(f["rows"] for f in files) > FILTERED_RETRACTIONS:
+            return None
+        places: dict[int, list[int]] = {}
+        for file in files:
+            table = (self.root / file["path"]).read_parquet(IDENTITY)
+            for partition, offset in zip(table.column("__p").to_pylist(), table.column("__o").to_pylist()):
+                places.setdefault(partition, []).append(offset)
+        return lambda rows: without_places(rows, places)
 
     def standing(self, spark: SparkSession) -> DataFrame:
         """An upsert source's state as its commits leave it: `(__k, __p, __o)`, the key and
@@ -531,7 +553,10 @@ class Store:
         inspection = self.inspect()
         if inspection.damage is not None:
             raise inspection.damage.error(self.source, hint=READ_AGAIN)
-        return stored_standing(lambda kind: self.frame(spark, inspection.records, kind, STATE_SCHEMA))
+        records = inspection.records
+        return stored_standing(
+            lambda kind: self.frame(spark, records, kind, STATE_SCHEMA), self.unretracted(records)
+        )
 
     def _sound_read(self, item: Item) -> Inspection:
         """Begin a read (ended by `release`) of the store, which must not be damaged."""
@@ -545,7 +570,8 @@ class Store:
     def collection(self, spark: SparkSession, item: Item) -> Collection:
         """The source's committed rows, errors and logs; the files stay until `release`."""
         inspection = self._sound_read(item)
-        return stored_collection(item, lambda kind: self.frame(spark, inspection.records, kind))
+        records = inspection.records
+        return stored_collection(item, lambda kind: self.frame(spark, records, kind), self.unretracted(records))
 
     def dead_letters_since(self, spark: SparkSession, item: Item, since: Offsets) -> tuple[DataFrame, Offsets]:
         """The dead-letter rows of the commits reaching past `since` (`{partition: next
@@ -566,16 +592,38 @@ def no_standing(spark: SparkSession) -> DataFrame:
     return spark.read.schema(STATE_SCHEMA).parquet()
 
 
-def stored_standing(frame: Callable[[str], DataFrame]) -> DataFrame:
+Unretracted = Callable[[DataFrame], DataFrame]  # rows → those no commit retracted
+
+
+def stored_standing(frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None) -> DataFrame:
     """An upsert source's state from its committed files, `frame(kind)` reading those of
-    one kind: the key and place of every `state` row no commit retracted."""
+    one kind: the key and place of every `state` row no commit retracted (`unretracted`
+    leaves out the retracted rows; by default, a join with the `retract` rows)."""
+    unretracted = unretracted or anti_joined(frame)
+    return unretracted(frame("state")).select("__k", *IDENTITY)
+
+
+def anti_joined(frame: Callable[[str], DataFrame]) -> Unretracted:
+    """What leaves out retracted rows by joining them with the `retract` rows."""
     retracted = frame("retract").select(*IDENTITY)
-    return frame("state").join(retracted, IDENTITY, "left_anti").select("__k", *IDENTITY)
+    return lambda rows: rows.join(retracted, IDENTITY, "left_anti")
 
 
-def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collection:
+def without_places(rows: DataFrame, places: dict[int, list[int]]) -> DataFrame:
+    """`rows` but those at `places` (partition → offsets): a filter of literals."""
+    hit = None
+    for partition, offsets in sorted(places.items()):
+        at = (F.col("__p") == partition) & F.col("__o").isin(sorted(offsets))
+        hit = at if hit is None else hit | at
+    return rows if hit is None else rows.where(~F.coalesce(hit, F.lit(False)))
+
+
+def stored_collection(
+    item: Item, frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None
+) -> Collection:
     """The source's collection from its committed files, `frame(kind)` reading those of
-    one kind: an upsert source's rows and errors are those no later commit retracted."""
+    one kind: an upsert source's rows and errors are those no later commit retracted
+    (`unretracted`, as for `stored_standing`)."""
     desc = item.details
     redirected = desc.dead_letter_table is not None
     errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
@@ -585,9 +633,9 @@ def stored_collection(item: Item, frame: Callable[[str], DataFrame]) -> Collecti
         errs = frame("errs").select(*errs_columns)
         log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
         return Collection(oks, errs, oks, log, dead_letters)
-    retracted = frame("retract").select(*IDENTITY)
-    oks = frame("oks").join(retracted, IDENTITY, "left_anti").select("row.*")
-    errs = frame("errs").join(retracted, IDENTITY, "left_anti").select(*errs_columns)
+    unretracted = unretracted or anti_joined(frame)
+    oks = unretracted(frame("oks")).select("row.*")
+    errs = unretracted(frame("errs")).select(*errs_columns)
     log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
     return Collection(oks, errs, oks, log, dead_letters)
 
