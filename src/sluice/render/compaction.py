@@ -4,11 +4,12 @@ commits rather than every micro-batch since the source was created (the base's l
 and how reads and repairs use it, are in `store`'s docstring).
 
 A compaction starts once `SLUICE_COMPACT_AFTER` commits (16 unless set; 0: never) have
-followed the base, or once the commits after the base retract more rows than a read
-filters out without a join (`FILTERED_RETRACTIONS`: a base holds no retraction, so reads
-and micro-batches then need none), and never sooner after the last one than four times
-that one's duration: rewriting a large base takes its share of the cores, not all of
-them. Its Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of
+followed the base or, while the stream is live (its last micro-batch read all there was:
+during a catch-up a compaction would take cores from it), once the commits after the
+base retract more rows than a read filters out without a join (`FILTERED_RETRACTIONS`: a
+base holds no retraction, so reads and micro-batches then need none); and never sooner
+after the last one than four times that one's duration: rewriting a large base takes its
+share of the cores, not all of them. Its Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of
 their own, so that ingestion goes on with a fair share of the cores however large the base.
 Stopping the ingestion cancels them; what they left behind is a staging folder that the
 next start removes.
@@ -132,10 +133,13 @@ class Compactor:
         self._thread: threading.Thread | None = None
         self._next_at = 0.0  # monotonic time before which no compaction starts
         self._tidy = False  # whether the newest base's replaced files are all removed
+        self._live = False  # whether the last commit's micro-batch read all there was
 
-    def poke(self) -> None:
+    def poke(self, live: bool) -> None:
+        """After a commit; `live`: its micro-batch read all there was to read."""
         if self.after <= 0 or self._stopping:
             return
+        self._live = live
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
             self._thread.start()
@@ -148,6 +152,8 @@ class Compactor:
         bases = self.store.bases()
         if head["commit"] - (bases[-1] if bases else -1) >= self.after:
             return True
+        if not self._live:
+            return False
         records = self.store.inspect().records
         return sum(r.get("counts", {}).get("retract", 0) for r in records) > FILTERED_RETRACTIONS
 

@@ -73,6 +73,10 @@ MAX_BATCH_MESSAGES = 500_000
 SUPERVISE_SECONDS = 0.5
 
 
+def max_batch_messages() -> int:
+    return int(os.environ.get("SLUICE_MAX_BATCH_MESSAGES", MAX_BATCH_MESSAGES))
+
+
 def upsert_changes(messages: DataFrame, standing: DataFrame) -> DataFrame:
     """An upsert source's micro-batch of messages against its state before it (`standing`:
     `(__k, __p, __o)`, the key and place of every key's winning message): every error
@@ -140,7 +144,7 @@ def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_off
         .options(**options)
         .option("retry", retry_policy(item).to_json())
         .option("start_offsets", start_offsets)
-        .option("max_messages", os.environ.get("SLUICE_MAX_BATCH_MESSAGES", str(MAX_BATCH_MESSAGES)))
+        .option("max_messages", str(max_batch_messages()))
         .load()
     )
     messages = source_messages(with_decode_errors(raw, desc), desc)
@@ -293,7 +297,9 @@ class Ingestion:
         staging.remove()
         compactor = self.compactor  # None once stopping
         if compactor is not None:
-            compactor.poke()
+            # A micro-batch the admission bound did not cut short read all there was.
+            most = max_batch_messages()
+            compactor.poke(live=most <= 0 or sum(to - start for start, to in offsets.values()) < most)
 
     def stop(self) -> None:
         with self.lock:
