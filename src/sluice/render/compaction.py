@@ -9,8 +9,9 @@ during a catch-up a compaction would take cores from it), once the commits after
 base retract more rows than a read filters out without a join (`FILTERED_RETRACTIONS`: a
 base holds no retraction, so reads and micro-batches then need none); and never sooner
 after the last one than four times that one's duration: rewriting a large base takes its
-share of the cores, not all of them. Its Spark jobs run in a thread, alongside the micro-batches, in a scheduler pool of
-their own, so that ingestion goes on with a fair share of the cores however large the base.
+share of the cores, not all of them. Its Spark jobs run in a thread, alongside the
+micro-batches, in a scheduler pool of their own, so that ingestion goes on with a fair
+share of the cores however large the base.
 Stopping the ingestion cancels them; what they left behind is a staging folder that the
 next start removes.
 """
@@ -26,7 +27,7 @@ import time
 
 from pyspark.sql import SparkSession
 
-from sluice.render.store import FILTERED_RETRACTIONS, IDENTITY, Store, seal
+from sluice.render.store import IDENTITY, Store, few_retractions, seal
 from sluice.storage import Location
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
@@ -154,8 +155,7 @@ class Compactor:
             return True
         if not self._live:
             return False
-        records = self.store.inspect().records
-        return sum(r.get("counts", {}).get("retract", 0) for r in records) > FILTERED_RETRACTIONS
+        return not few_retractions(self.store.inspect().records)
 
     def _run(self) -> None:
         context = self.spark.sparkContext

@@ -536,11 +536,10 @@ class Store:
     def unretracted(self, records: list[dict]) -> Unretracted | None:
         """What leaves out the rows `records` retract, when they retract few: a filter of
         their places (`without_places`); None when they retract many."""
-        files = [f for r in records for f in r["files"] if f["kind"] == "retract"]
-        if sum(f["rows"] for f in files) > FILTERED_RETRACTIONS:
+        if not few_retractions(records):
             return None
         places: dict[int, list[int]] = {}
-        for file in files:
+        for file in (f for r in records for f in r["files"] if f["kind"] == "retract"):
             table = (self.root / file["path"]).read_parquet(IDENTITY)
             for partition, offset in zip(table.column("__p").to_pylist(), table.column("__o").to_pylist()):
                 places.setdefault(partition, []).append(offset)
@@ -593,6 +592,13 @@ def no_standing(spark: SparkSession) -> DataFrame:
 
 
 Unretracted = Callable[[DataFrame], DataFrame]  # rows → those no commit retracted
+
+
+def few_retractions(records: list[dict]) -> bool:
+    """Whether `records` retract few enough rows for a read to filter them out by place
+    (`FILTERED_RETRACTIONS`); read by `Store.unretracted` and by compaction, which makes
+    them few again."""
+    return sum(f["rows"] for r in records for f in r["files"] if f["kind"] == "retract") <= FILTERED_RETRACTIONS
 
 
 def stored_standing(frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None) -> DataFrame:
