@@ -1,15 +1,19 @@
 """Upsert catch-up and latency: a materialized view over an ENVELOPE UPSERT source against
 two hand-written PySpark jobs doing the same work — a stateful one (transformWithState,
 RocksDB) and a foreachBatch one reducing each micro-batch to the latest message per key
-(in its read tasks, then in the JVM) and merging it into a versioned Parquet state — and against sluice's own snapshot SELECT
-of the topic, in the same run, on the embedded broker and a local Spark session.
+(in its read tasks, then in the JVM) and merging it into a versioned Parquet state — and
+against sluice's own snapshot SELECT of the topic, in the same run, on the embedded broker
+and a local Spark session.
 
-Usage: python bench/upsert.py [--messages N] [--keys K] [--partitions P]
+Usage: python bench/upsert.py [--messages N] [--keys K] [--partitions P] [--runs R]
 
 N Avro messages (Confluent wire format) over K TEXT keys, 0.1 % corrupt values, each key in
-one partition. Printed: the catch-up rates, sluice's ratio to the best hand-written job
-(target >= 1.0) and to the snapshot read rate (target >= 0.5), then the steady-state
-latency from producing one message to seeing it in a SELECT (p50 target < 1 s).
+one partition. The foreachBatch job and sluice each catch up R times, alternating (a first
+run in a process pays the JIT compiling its plans' code paths, and whichever runs later
+finds more of the JVM warm), and each is timed by its best run. Printed: the catch-up
+rates, sluice's ratio to the best hand-written job (target >= 1.0) and to the snapshot read
+rate (target >= 0.5), then, after the last runs, the steady-state latency from producing
+one message to seeing it in a SELECT (p50 target < 1 s).
 """
 
 from __future__ import annotations
@@ -205,6 +209,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--samples", type=int, default=9)
+    parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
     # Catch-up of the whole topic is what is measured: no read-your-writes deadline.
     os.environ["SLUICE_CATCH_UP_TIMEOUT"] = "3600"
@@ -223,29 +228,41 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             stateful_s = pyspark_upsert(kafka, "u", Path(scratch))
         print(f"pyspark stateful job: {n / stateful_s:10,.0f} messages/s ({stateful_s:.2f} s)", flush=True)
-        with tempfile.TemporaryDirectory() as scratch:
-            batch_s, batch_latencies = pyspark_last_per_key(kafka, "u", args.partitions, Path(scratch), args.samples)
-        print(f"pyspark last-per-key job: {n / batch_s:10,.0f} messages/s ({batch_s:.2f} s)", flush=True)
-        session.execute(
-            "CREATE SOURCE u FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
-            f"VALUE FORMAT AVRO USING SCHEMA '{schema_sql}' ENVELOPE UPSERT "
-            "(VALUE DECODING ERRORS = INLINE)"
-        )
-        start = time.perf_counter()
-        session.execute("CREATE MATERIALIZED VIEW balances AS SELECT key, balance FROM u")
-        (counters,) = session.execute("SHOW SOURCE STATISTICS FOR u").rows
-        ours_s = time.perf_counter() - start
-        (rows,) = session.execute("SELECT count(*) FROM balances").rows[0]
+        batch_runs, ours_runs = [], []
+        for run in range(args.runs):
+            samples = args.samples if run == args.runs - 1 else 0
+            with tempfile.TemporaryDirectory() as scratch:
+                batch_s, batch_latencies = pyspark_last_per_key(kafka, "u", args.partitions, Path(scratch), samples)
+            batch_runs.append(batch_s)
+            print(f"pyspark last-per-key job: {n / batch_s:10,.0f} messages/s ({batch_s:.2f} s)", flush=True)
+            session.execute(
+                f"CREATE SOURCE u{run} FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
+                f"VALUE FORMAT AVRO USING SCHEMA '{schema_sql}' ENVELOPE UPSERT "
+                "(VALUE DECODING ERRORS = INLINE)"
+            )
+            start = time.perf_counter()
+            session.execute(f"CREATE MATERIALIZED VIEW balances{run} AS SELECT key, balance FROM u{run}")
+            (counters,) = session.execute(f"SHOW SOURCE STATISTICS FOR u{run}").rows
+            ours_runs.append(time.perf_counter() - start)
+            print(f"sluice view catch-up: {n / ours_runs[-1]:10,.0f} messages/s ({ours_runs[-1]:.2f} s)", flush=True)
+            if run < args.runs - 1:
+                session.execute(f"DROP SOURCE u{run} CASCADE")  # its stream stops before the next run
+        (rows,) = session.execute(f"SELECT count(*) FROM balances{run}").rows[0]
         latencies = latency(
-            lambda key: session.execute(f"SELECT balance FROM balances WHERE key = '{key}'").rows,
+            lambda key: session.execute(f"SELECT balance FROM balances{run} WHERE key = '{key}'").rows,
             kafka,
             "u",
             args.partitions,
             args.samples,
             "sluice-latency",
         )
+    batch_s, ours_s = min(batch_runs), min(ours_runs)
     print(f"messages: {n:,} over {args.keys:,} keys in {args.partitions} partitions (0.1 % corrupt)")
-    print(f"sluice view catch-up: {n / ours_s:10,.0f} messages/s ({ours_s:.2f} s); {rows:,} rows; counters {counters[1:4]}")
+    print(f"best of {args.runs}: pyspark last-per-key job {n / batch_s:10,.0f} messages/s ({batch_s:.2f} s)")
+    print(
+        f"best of {args.runs}: sluice view catch-up {n / ours_s:10,.0f} messages/s ({ours_s:.2f} s); "
+        f"{rows:,} rows; counters {counters[1:4]}"
+    )
     print(f"ratio sluice/best hand-written: {min(stateful_s, batch_s) / ours_s:.2f} (target >= 1.0)")
     print(f"ratio sluice/snapshot read rate: {snap_s / ours_s:.2f} (target >= 0.5)")
     print(

@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 from sluice.kafka.embedded import produce
 from sluice.catalog.formats import Json
 from sluice.catalog.types import JSONB, Column
-from sluice.kafka.reader import NAME, KafkaReadError, Options, admitted, decode_spec, read_range, watermarks
+from sluice.kafka.reader import (
+    NAME,
+    TASK_MESSAGES,
+    KafkaReadError,
+    Options,
+    admitted,
+    decode_spec,
+    read_range,
+    tasks,
+    watermarks,
+)
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
@@ -145,6 +155,20 @@ def test_a_bounded_micro_batch_takes_each_partition_s_share_and_always_moves_on(
     backlog = sum(highs[p] - start[p] for p in highs)
     assert read == backlog if backlog <= most else most <= read <= most + len(highs)
     assert all(ends[p] > start[p] for p in highs if highs[p] > start[p])  # every partition with a backlog
+
+
+@given(sizes=st.lists(st.integers(0, 3 * TASK_MESSAGES), max_size=40))
+def test_small_ranges_share_read_tasks_and_every_range_is_read_once(sizes) -> None:
+    ranges = [(p, 1000, 1000 + size) for p, size in enumerate(sizes)]
+    read = tasks(ranges)
+    assert sorted(r for task in read for r in task.ranges) == [r for r in ranges if r[1] < r[2]]
+    assert all(task.ranges for task in read)
+    total = sum(sizes)
+    nonempty = sum(1 for size in sizes if size)
+    assert len(read) == min(nonempty, max(1, total // TASK_MESSAGES))
+    if len(read) > 1 and len(read) < nonempty:  # packed: no task holds more than its share and one range
+        loads = [sum(end - start for _, start, end in task.ranges) for task in read]
+        assert max(loads) <= total / len(read) + max(sizes)
 
 
 _KEYS = st.sampled_from([None, b"a", b"b", b"c", b"\xff", "é".encode()])

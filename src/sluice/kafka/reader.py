@@ -2,9 +2,12 @@
 
 Rows have the schema of Spark's built-in Kafka source (key, value, topic, partition,
 offset, timestamp, timestampType, headers), so a cluster with Spark's connector could swap
-readers without touching anything downstream. One Spark input partition reads one Kafka
-partition's offset range `[start, end)` with one consumer, asking only for what is left in
-the range: no fetch waits on a timeout for messages that cannot arrive.
+readers without touching anything downstream. A Kafka partition's offset range
+`[start, end)` is read with one consumer, asking only for what is left in the range: no
+fetch waits on a timeout for messages that cannot arrive. One Spark input partition (a read
+task) reads one range or, when ranges are small, several one after another (`tasks`), as
+Spark's file sources pack small files into one task: a task costs ~0.1 s whatever it reads
+(its Python worker's round trip, its consumers), as much as 30,000 messages do.
 
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
@@ -106,6 +109,8 @@ LOST_RANGE = "offsets %d to %d were deleted by retention before they were read"
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 
 BATCH_SIZE = 10_000
+# Messages a read task reads at least when ranges are packed together (see `tasks`).
+TASK_MESSAGES = 100_000
 # Messages a read task reduces to their keys' latest at once (`latest_per_key`): about
 # 300 bytes of Python objects each, raw bytes apart.
 LATEST_WINDOW = 200_000
@@ -189,10 +194,35 @@ def decoder(spec: dict, retry: RetryPolicy = DEFAULT_RETRY):
     return fmt.decoder(spec.get("registry"), login, retry)
 
 
-class Range(InputPartition):
-    def __init__(self, partition: int, start: int, end: int) -> None:
-        super().__init__((partition, start, end))
-        self.partition, self.start, self.end = partition, start, end
+class Ranges(InputPartition):
+    """The offset ranges (`(partition, start, end)`) one read task reads, in order."""
+
+    def __init__(self, ranges: list[tuple[int, int, int]]) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = ranges
+
+
+def tasks(ranges: list[tuple[int, int, int]]) -> list[Ranges]:
+    """The read tasks of `ranges` (the empty ones left out): one per range, unless that
+    makes tasks of under `TASK_MESSAGES` messages; then as many tasks as there are such
+    shares of the messages, each range going, largest first, to the task with the fewest
+    (so tasks come out about even, and a partition is never split)."""
+    ranges = [r for r in ranges if r[1] < r[2]]
+    count = min(len(ranges), max(1, sum(end - start for _, start, end in ranges) // TASK_MESSAGES))
+    if count == len(ranges):
+        return [Ranges([r]) for r in ranges]
+    groups: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for r in sorted(ranges, key=lambda r: (r[1] - r[2], r[0])):
+        fewest = sizes.index(min(sizes))
+        groups[fewest].append(r)
+        sizes[fewest] += r[2] - r[1]
+    return [Ranges(sorted(g)) for g in groups]
+
+
+def read_ranges(options: Options, ranges: list[tuple[int, int, int]]) -> Iterator[pa.RecordBatch]:
+    for partition, start, end in ranges:
+        yield from read_range(options, partition, start, end)
 
 
 def read_range(options: Options, partition: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
@@ -430,14 +460,14 @@ class KafkaBatchReader(DataSourceReader):
         self.options = Options.of(options)
         self.ranges = [tuple(r) for r in json.loads(options["ranges"])]
 
-    def partitions(self) -> list[Range]:
-        return [Range(p, s, e) for p, s, e in self.ranges if s < e]
+    def partitions(self) -> list[Ranges]:
+        return tasks(self.ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # With no ranges Spark still runs one task, handing it a bare InputPartition.
-        if not isinstance(partition, Range):
+        if not isinstance(partition, Ranges):
             return iter(())
-        return read_range(self.options, partition.partition, partition.start, partition.end)
+        return read_ranges(self.options, partition.ranges)
 
 
 def admitted(start: dict, highs: dict, most: int) -> dict:
@@ -483,18 +513,14 @@ class KafkaStreamReader(DataSourceStreamReader):
             return highs
         return admitted(start, highs, limit.max_rows)
 
-    def partitions(self, start: dict, end: dict) -> list[Range]:
+    def partitions(self, start: dict, end: dict) -> list[Ranges]:
         # A checkpoint older than `start_offsets` resumes below them: what lies there was
         # read already.
         begins = {p: max(start.get(p, 0), self.start.get(int(p), 0)) for p in end}
-        return [
-            Range(int(p), begins[p], high)
-            for p, high in sorted(end.items(), key=lambda kv: int(kv[0]))
-            if begins[p] < high
-        ]
+        return tasks(sorted((int(p), begins[p], high) for p, high in end.items()))
 
-    def read(self, partition: Range) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition.partition, partition.start, partition.end)
+    def read(self, partition: Ranges) -> Iterator[pa.RecordBatch]:
+        return read_ranges(self.options, partition.ranges)
 
     def commit(self, end: dict) -> None:
         pass
