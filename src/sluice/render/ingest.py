@@ -273,9 +273,16 @@ class Ingestion:
         )
         start_offsets = json.dumps({str(p): start for p, start in starts.items()})
         messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
-        self.store.save_schema(batch_rows(messages, self.item, 0, no_standing(self.spark)).schema)
-        self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         self.query = streaming(messages, self._commit, self.item, self.store.checkpoint.uri)
+        # Found while Spark starts the stream (a second before its first micro-batch): reads,
+        # which this start comes before, and compaction need it; micro-batches do not.
+        try:
+            self.store.save_schema(batch_rows(messages, self.item, 0, no_standing(self.spark)).schema)
+        except BaseException:
+            self.query.stop()
+            self.query = None
+            raise
+        self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
