@@ -27,7 +27,7 @@ import time
 
 from pyspark.sql import SparkSession
 
-from sluice.render.store import IDENTITY, Store, few_retractions, seal
+from sluice.render.store import IDENTITY, Store, few_retractions, files_of, seal
 from sluice.storage import Location
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
@@ -61,7 +61,7 @@ def compact(spark: SparkSession, store: Store, upsert: bool) -> int | None:
         written = staging / "out"
         retracted = store.frame(spark, records, "retract").select(*IDENTITY) if upsert else None
         for kind in BASE_KINDS:
-            if not any(f["kind"] == kind for r in records for f in r["files"]):
+            if not any(files_of(records, kind)):
                 continue
             rows = store.frame(spark, records, kind).drop("__out")
             if retracted is not None and kind in ("oks", "errs", "state"):

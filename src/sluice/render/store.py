@@ -527,7 +527,7 @@ class Store:
     def frame(self, spark: SparkSession, records: list[dict], kind: str, schema: StructType | None = None) -> DataFrame:
         """The files of one kind of `records`, in `schema` (the batch files', by default)."""
         schema = schema or self.schema()
-        paths = [(self.root / f["path"]).uri for r in records for f in r["files"] if f["kind"] == kind]
+        paths = [(self.root / f["path"]).uri for f in files_of(records, kind)]
         # Without paths too: an empty frame this way costs no RDD, unlike createDataFrame([]);
         # as `limit(0)`, Spark's optimizer drops the joins and unions it would empty.
         frame = spark.read.schema(schema).parquet(*paths)
@@ -539,7 +539,7 @@ class Store:
         if not few_retractions(records):
             return None
         places: dict[int, list[int]] = {}
-        for file in (f for r in records for f in r["files"] if f["kind"] == "retract"):
+        for file in files_of(records, "retract"):
             table = (self.root / file["path"]).read_parquet(IDENTITY)
             for partition, offset in zip(table.column("__p").to_pylist(), table.column("__o").to_pylist()):
                 places.setdefault(partition, []).append(offset)
@@ -598,7 +598,12 @@ def few_retractions(records: list[dict]) -> bool:
     """Whether `records` retract few enough rows for a read to filter them out by place
     (`FILTERED_RETRACTIONS`); read by `Store.unretracted` and by compaction, which makes
     them few again."""
-    return sum(f["rows"] for r in records for f in r["files"] if f["kind"] == "retract") <= FILTERED_RETRACTIONS
+    return sum(f["rows"] for f in files_of(records, "retract")) <= FILTERED_RETRACTIONS
+
+
+def files_of(records: list[dict], kind: str) -> Iterator[dict]:
+    """The files of one kind the commit records list, in order."""
+    return (f for r in records for f in r["files"] if f["kind"] == kind)
 
 
 def stored_standing(frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None) -> DataFrame:
