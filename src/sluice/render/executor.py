@@ -96,6 +96,7 @@ def live_stores(
         streams.check(source_id)  # a failed source fails the statement at once
         read = snapshot_read(catalog, source_id)
         streams.catch_up(source_id, {p: end for p, start, end in read.ranges if end > start}, timeout)
+        streams.running[source_id].ensure_schema()
     return {s: streams.store(s) for s in wanted}
 
 

@@ -76,6 +76,8 @@ TRIGGER = "100 milliseconds"
 MAX_BATCH_MESSAGES = 2_000_000
 # How often the supervisor looks for failed streams.
 SUPERVISE_SECONDS = 0.5
+# How often a statement waiting for a stream to commit looks whether it has failed.
+CATCH_UP_POLL_SECONDS = 0.1
 
 
 def max_batch_messages() -> int:
@@ -242,10 +244,16 @@ class Ingestion:
     # start (its low watermarks bound what a repair may read again).
     read: Callable[[], SourceRead]
     query: StreamingQuery | None = None
+    # The stream's messages as `stream_messages` frames them, once started.
+    messages: DataFrame | None = None
+    # Whether the store's batch-file schema is known to be saved (see `ensure_schema`).
+    schema_saved: bool = False
     compactor: Compactor | None = None
     fault: Fault | None = None
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Notified at every commit: a statement waiting to read its writes wakes then.
+    committed: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def desc(self) -> SourceDesc:
@@ -272,17 +280,20 @@ class Ingestion:
             lambda: dict(read.lows),
         )
         start_offsets = json.dumps({str(p): start for p, start in starts.items()})
-        messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
-        self.query = streaming(messages, self._commit, self.item, self.store.checkpoint.uri)
-        # Found while Spark starts the stream (a second before its first micro-batch): reads,
-        # which this start comes before, and compaction need it; micro-batches do not.
-        try:
-            self.store.save_schema(batch_rows(messages, self.item, 0, no_standing(self.spark)).schema)
-        except BaseException:
-            self.query.stop()
-            self.query = None
-            raise
+        self.messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
+        self.query = streaming(self.messages, self._commit, self.item, self.store.checkpoint.uri)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
+
+    def ensure_schema(self) -> None:
+        """Save the store's batch-file schema if it may not be saved yet: what reads and
+        compaction read the files with. A commit saves it from the frame it writes first;
+        a read before any commit of this stream reads what earlier streams wrote with the
+        schema they saved, or, if none did (a topic with nothing to read yet), has it
+        found here. Finding it takes the driver ~0.4 s: done while Spark starts the
+        stream, it would delay the stream's first micro-batch by ~0.6 s."""
+        if not self.schema_saved and not self.store.has_schema():
+            self.store.save_schema(batch_rows(self.messages, self.item, 0, no_standing(self.spark)).schema)
+        self.schema_saved = True
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
@@ -292,12 +303,14 @@ class Ingestion:
         ingested_ms = int(time.time() * 1000)
         staging = self.store.root.temporary(f"batch-{n}-")
         written = staging / "out"
-        if upsert:
-            with self.store.reading():
-                standing = self.store.standing(self.spark)
-                write_batch(batch_rows(batch, self.item, ingested_ms, standing), written.uri)
-        else:
-            write_batch(batch_rows(batch, self.item, ingested_ms), written.uri)
+        # An upsert source's micro-batch reads its state: no compaction may remove it meanwhile.
+        with self.store.reading() if upsert else contextlib.nullcontext():
+            standing = self.store.standing(self.spark) if upsert else None
+            rows = batch_rows(batch, self.item, ingested_ms, standing)
+            if not self.schema_saved:
+                self.store.save_schema(rows.schema)
+                self.schema_saved = True
+            write_batch(rows, written.uri)
         self.store.commit(
             written,
             batch=n,
@@ -306,6 +319,8 @@ class Ingestion:
             redirected=self.desc.dead_letter_table is not None,
             upsert=upsert,
         )
+        with self.committed:
+            self.committed.notify_all()
         staging.remove()
         compactor = self.compactor  # None once stopping
         if compactor is not None:
@@ -444,7 +459,10 @@ class Streams:
                         f"partition {p}: read {read.get(p, 0)} of {t}" for p, t in sorted(behind.items())
                     ),
                 )
-            time.sleep(0.05)
+            with ingestion.committed:
+                # Woken by the next commit; the timeout still looks for a failed stream.
+                if ingestion.store.committed_offsets() == read:
+                    ingestion.committed.wait(CATCH_UP_POLL_SECONDS)
 
     def drop(self, item_id: str) -> None:
         ingestion = self.running.pop(item_id, None)

@@ -202,6 +202,9 @@ class Store:
         last = self.last_commit()
         return ends(last) if last else {}
 
+    def has_schema(self) -> bool:
+        return (self.root / "schema.json").exists()
+
     def save_schema(self, schema: StructType) -> None:
         (self.root / "schema.json").replace(schema.json().encode())
 
