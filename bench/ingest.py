@@ -107,17 +107,17 @@ def decoded(kafka: EmbeddedKafka, topic: str, schema: dict):
     return df.where("value_error IS NULL").select("value_data.*")
 
 
-def seconds_to_read(stream, kafka: EmbeddedKafka, topic: str, root: Path, after=None) -> float:
-    """Start `stream` (a DataStreamWriter) checkpointed under `root`; seconds until it has
-    committed every offset the topic holds now. `after(query)`, if given, runs then, before
-    the stream stops."""
-    start = time.perf_counter()
+def seconds_to_read(stream, kafka: EmbeddedKafka, topic: str, root: Path, began: float, after=None) -> float:
+    """Start `stream` (a DataStreamWriter) checkpointed under `root`; seconds from `began`
+    (`time.perf_counter()` when the job began building its frames, as sluice's statement
+    does) until it has committed every offset the topic holds now. `after(query)`, if
+    given, runs then, before the stream stops."""
     query = (
         stream.option("checkpointLocation", str(root / "checkpoint")).trigger(processingTime=TRIGGER).start()
     )
     try:
         wait_to_read(query, kafka, topic, root)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - began
         if after is not None:
             after(query)
     finally:
@@ -153,6 +153,7 @@ def pyspark_count(kafka: EmbeddedKafka, topic: str) -> int:
 def pyspark_stream(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
     """The hand-written streaming job: the same reader and decode, good rows and bad rows
     written per micro-batch; seconds until it has read the whole topic."""
+    began = time.perf_counter()
     raw = avro_reader(spark().readStream, kafka, topic, SCHEMA).load()
 
     def write(batch, n: int) -> None:
@@ -163,7 +164,7 @@ def pyspark_stream(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
         ).write.parquet(f"{root}/bad/{n}")
         batch.unpersist()
 
-    return seconds_to_read(raw.writeStream.foreachBatch(write), kafka, topic, root)
+    return seconds_to_read(raw.writeStream.foreachBatch(write), kafka, topic, root, began)
 
 
 def sluice_stream(session: sluice.Session, name: str) -> tuple[float, tuple]:

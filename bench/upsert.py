@@ -104,6 +104,7 @@ def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
         "spark.sql.streaming.stateStore.providerClass",
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     )
+    began = time.perf_counter()
     raw = avro_reader(spark().readStream, kafka, topic, SCHEMA).load()
     changes = raw.select(F.col("key").cast("string").alias("key"), "partition", "offset", "value_data", "value_error")
     changes = changes.groupBy("key").transformWithState(
@@ -113,7 +114,7 @@ def pyspark_upsert(kafka: EmbeddedKafka, topic: str, root: Path) -> float:
         "None",
     )
     write = changes.writeStream.foreachBatch(lambda batch, n: batch.write.parquet(f"{root}/changes/{n}"))
-    return seconds_to_read(write, kafka, topic, root)
+    return seconds_to_read(write, kafka, topic, root, began)
 
 
 def pyspark_last_per_key(
@@ -129,6 +130,7 @@ def pyspark_last_per_key(
     the query waits for the batch that commits the offsets the topic holds when it starts,
     then reads that batch's version)."""
     session = spark()
+    began = time.perf_counter()
     raw = avro_reader(session.readStream, kafka, topic, SCHEMA).option("latest_per_key", "{}").load()
     columns = ["key", "partition", "offset", "id", "balance", "error"]
     messages = raw.select(
@@ -170,7 +172,7 @@ def pyspark_last_per_key(
 
         latencies.extend(latency(read_your_write, kafka, topic, partitions, samples, "pyspark-latency"))
 
-    catch_up = seconds_to_read(messages.writeStream.foreachBatch(merge), kafka, topic, root, measure)
+    catch_up = seconds_to_read(messages.writeStream.foreachBatch(merge), kafka, topic, root, began, measure)
     return catch_up, latencies
 
 
