@@ -244,17 +244,32 @@ def problems(session: sluice.Session, kafka, registry, topic: str, formats: str,
     source and a continuously ingested twin reading `topic` (created here) with `formats` and
     `envelope`; [] when nothing did. `registry` (tests.registry.Registry) serves the
     catalogue's reader schema as the topic's."""
+    prepare(session, kafka, registry, topic, formats, envelope, messages)
+    return findings(session, topic, formats, envelope, messages, seconds)
+
+
+def prepare(session: sluice.Session, kafka, registry, topic: str, formats: str, envelope: str,
+            messages: list[tuple[bytes | None, bytes | None, int | None]]) -> None:
+    """`problems`' topic and its two sources, the ingested twin's stream started (by a
+    materialized view over it) but not waited for."""
     registry.subjects[f"{topic}-value"] = registry.subjects["poison-value"]
     kafka.create_topic(topic, 1)
     for timestamp_ms, run in itertools.groupby(messages, key=lambda m: m[2]):
         produce(kafka.bootstrap, topic, [(k, v) for k, v, _ in run], partition=0, timestamp_ms=timestamp_ms)
-    keyed = envelope != ""
-    include = "INCLUDE OFFSET" if keyed or formats.startswith("FORMAT") else "INCLUDE KEY, OFFSET"
+    include = "INCLUDE OFFSET" if envelope != "" or formats.startswith("FORMAT") else "INCLUDE KEY, OFFSET"
     snapshot, ingested = f"{topic}_s", f"{topic}_i"
     for name, extra in ((snapshot, ""), (ingested, f"WITH (REDIRECT ERRORS = {ingested}_dlq)")):
         session.execute(
             f"CREATE SOURCE {name} FROM KAFKA CONNECTION kafka (TOPIC '{topic}') {formats} {include} {envelope} {extra}"
         )
+    session.execute(f'CREATE MATERIALIZED VIEW {ingested}_offsets AS SELECT "offset" FROM {ingested}')
+
+
+def findings(session: sluice.Session, topic: str, formats: str, envelope: str,
+             messages: list[tuple[bytes | None, bytes | None, int | None]], seconds: float) -> list[str]:
+    """What broke in `topic`'s sources (`prepare` made them); [] when nothing did."""
+    keyed = envelope != ""
+    snapshot, ingested = f"{topic}_s", f"{topic}_i"
     errors, failure = _attempt(session, f"SELECT message FROM ONLY ERRORS {snapshot}", seconds)
     if failure is not None:
         return [f"FROM ONLY ERRORS failed: {failure}"]
@@ -300,10 +315,14 @@ def broken(session: sluice.Session, kafka, registry, poisons: Iterable[Poison],
     groups: dict[tuple, list[Poison]] = {}
     for poison in poisons:
         groups.setdefault(poison.group, []).append(poison)
+    messages = {group: [m for poison in members for m in poison.stamped] for group, members in groups.items()}
+    # Every group's sources first: their streams start together, each mostly a Python
+    # process of Spark's starting, rather than one after another.
+    for number, (formats, envelope) in enumerate(groups):
+        prepare(session, kafka, registry, f"g{number}", formats, envelope, messages[formats, envelope])
     found: dict[str, list[str]] = {}
     for number, ((formats, envelope), members) in enumerate(groups.items()):
-        messages = [m for poison in members for m in poison.stamped]
-        shared = problems(session, kafka, registry, f"g{number}", formats, envelope, messages, seconds)
+        shared = findings(session, f"g{number}", formats, envelope, messages[formats, envelope], seconds)
         if not shared:
             continue
         if len(members) == 1:
