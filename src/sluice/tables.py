@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from sluice.catalog.items import Item
-from sluice.catalog.types import SqlType
+from sluice.catalog.types import Column, SqlType
 from sluice.storage import Location
 
 
@@ -26,15 +26,14 @@ class TableStore:
         return self.root / f"{item.id}.jsonl"
 
     def read(self, item: Item) -> list[tuple]:
+        return rows_of(item.columns, self.text(item))
+
+    def text(self, item: Item) -> str:
+        """The table's rows as stored: equal texts are equal rows."""
         try:
-            lines = self.path(item).read_text().splitlines()
+            return self.path(item).read_text()
         except FileNotFoundError:
-            return []
-        types = [c.type for c in item.columns]
-        return [
-            tuple(_decode(t, v) for t, v in zip(types, json.loads(line), strict=True))
-            for line in lines
-        ]
+            return ""
 
     def write(self, item: Item, rows: list[tuple]) -> None:
         text = "".join(json.dumps([_encode(v) for v in row]) + "\n" for row in rows)
@@ -42,6 +41,12 @@ class TableStore:
 
     def drop(self, item: Item) -> None:
         self.path(item).remove()
+
+
+def rows_of(columns: tuple[Column, ...], text: str) -> list[tuple]:
+    """The rows a table's stored `text` holds, valued by their `columns`' types."""
+    types = [c.type for c in columns]
+    return [tuple(_decode(t, v) for t, v in zip(types, json.loads(line), strict=True)) for line in text.splitlines()]
 
 
 def _encode(value: Any) -> Any:

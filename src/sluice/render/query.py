@@ -31,7 +31,7 @@ from sluice.plan.plans import QueryPlan, Read
 from sluice.render.pyspark_code import F, fail_if
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
-from sluice.render.types import table_frame
+from sluice.render.types import stored_table_frame
 from sluice.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
@@ -112,7 +112,7 @@ class QueryRenderer:
                 return _dead_letter_rows(collection.dead_letters, F.col("mz_timestamp")), []
             return _dead_letter_rows(collection.log, F.lit(self.snapshot_ms)), []
         if item.kind == kinds.TABLE:
-            return table_frame(self.spark, self.tables.read(item), item.columns), []
+            return stored_table_frame(self.spark, item.columns, self.tables.text(item)), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
             return self.query(read.query)
         raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
