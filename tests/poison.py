@@ -245,7 +245,7 @@ def problems(session: sluice.Session, kafka, registry, topic: str, formats: str,
     `envelope`; [] when nothing did. `registry` (tests.registry.Registry) serves the
     catalogue's reader schema as the topic's."""
     prepare(session, kafka, registry, topic, formats, envelope, messages)
-    return findings(session, topic, formats, envelope, messages, seconds)
+    return findings(session, topic, envelope, messages, seconds)
 
 
 def prepare(session: sluice.Session, kafka, registry, topic: str, formats: str, envelope: str,
@@ -265,7 +265,7 @@ def prepare(session: sluice.Session, kafka, registry, topic: str, formats: str, 
     session.execute(f'CREATE MATERIALIZED VIEW {ingested}_offsets AS SELECT "offset" FROM {ingested}')
 
 
-def findings(session: sluice.Session, topic: str, formats: str, envelope: str,
+def findings(session: sluice.Session, topic: str, envelope: str,
              messages: list[tuple[bytes | None, bytes | None, int | None]], seconds: float) -> list[str]:
     """What broke in `topic`'s sources (`prepare` made them); [] when nothing did."""
     keyed = envelope != ""
@@ -322,7 +322,7 @@ def broken(session: sluice.Session, kafka, registry, poisons: Iterable[Poison],
         prepare(session, kafka, registry, f"g{number}", formats, envelope, messages[formats, envelope])
     found: dict[str, list[str]] = {}
     for number, ((formats, envelope), members) in enumerate(groups.items()):
-        shared = findings(session, f"g{number}", formats, envelope, messages[formats, envelope], seconds)
+        shared = findings(session, f"g{number}", envelope, messages[formats, envelope], seconds)
         if not shared:
             continue
         if len(members) == 1:

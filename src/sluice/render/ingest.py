@@ -252,8 +252,10 @@ class Ingestion:
     fault: Fault | None = None
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Notified at every commit: a statement waiting to read its writes wakes then.
+    # Notified at every commit, counted in `commits`: a statement waiting to read its
+    # writes wakes then.
     committed: threading.Condition = field(default_factory=threading.Condition)
+    commits: int = 0
 
     @property
     def desc(self) -> SourceDesc:
@@ -320,6 +322,7 @@ class Ingestion:
             upsert=upsert,
         )
         with self.committed:
+            self.commits += 1
             self.committed.notify_all()
         staging.remove()
         compactor = self.compactor  # None once stopping
@@ -442,6 +445,7 @@ class Streams:
         item_id = ingestion.item.id
         while True:
             self.check(item_id)
+            seen = ingestion.commits
             read = ingestion.store.committed_offsets()
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
             if not behind:
@@ -460,9 +464,8 @@ class Streams:
                     ),
                 )
             with ingestion.committed:
-                # Woken by the next commit; the timeout still looks for a failed stream.
-                if ingestion.store.committed_offsets() == read:
-                    ingestion.committed.wait(CATCH_UP_POLL_SECONDS)
+                # Woken by a commit after `read`; the timeout still looks for a failed stream.
+                ingestion.committed.wait_for(lambda: ingestion.commits != seen, CATCH_UP_POLL_SECONDS)
 
     def drop(self, item_id: str) -> None:
         ingestion = self.running.pop(item_id, None)
