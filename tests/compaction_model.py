@@ -119,7 +119,7 @@ class ModelStore:
         self.batches += 1
 
     def _upsert(self, messages: list[Message], out: dict[str, list[dict]]) -> None:
-        """As `render.ingest.upsert_changes` gives a batch: per key, its error messages,
+        """As `render.ingest.UpsertChanges` gives a batch: per key, its error messages,
         the old winner leaving, the latest message entering (its row and its `state` row;
         a tombstone enters nothing)."""
         for key in sorted({m.key for m in messages}):

@@ -14,7 +14,7 @@ import pytest
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.render.executor import snapshot_read
-from sluice.render.store import KINDS, Store, stored_collection
+from sluice.render.store import KINDS, Store, StoredCollection
 from sluice.storage import disk, local
 from tests.test_ingest import failure, rows
 
@@ -204,7 +204,7 @@ def written_collection(session, ran: dict, source: str, folder: Path):
     schema = ran[f"{source}_files_schema"]
     written = {k: [str(p) for p in folder.glob(f"batch-*/out/__out={k}/*.parquet")] for k in KINDS}
     item = session.catalog.current.get(source)
-    return stored_collection(item, lambda kind: ran["spark"].read.schema(schema).parquet(*written[kind]))
+    return StoredCollection(item, lambda kind: ran["spark"].read.schema(schema).parquet(*written[kind]))
 
 
 def test_a_materialized_view_over_a_source_with_a_dead_letter_table(session, kafka) -> None:

@@ -29,7 +29,7 @@ from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordab
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
 from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
-from sluice.render.store import IDENTITY, no_standing, stored_collection, stored_standing
+from sluice.render.store import IDENTITY, StoredCollection, no_standing, stored_standing
 from sluice.tables import TableStore
 
 PREAMBLE = (
@@ -246,7 +246,7 @@ class ExplainedStore:
 
     def collection(self, spark, item: Item) -> Collection:
         schema, quoted = self.schema, _quoted(item.name)
-        return stored_collection(
+        return StoredCollection(
             item, lambda kind: spark.read.schema(schema).parquet(Expr((f"*files[{quoted}][{_quoted(kind)}]",)))
         )
 

@@ -95,7 +95,7 @@ class QueryRenderer:
                 # With a dead-letter table the source's errs stream receives nothing.
                 errs = collection.errs.select("message", "code")
                 return (errs.limit(0) if redirected else errs), []
-            guarded = errors != "IGNORE" and not redirected
+            guarded = errors != "IGNORE" and not redirected and not collection.errorless
             if not guarded:
                 return collection.oks, []
             observable = collection.observable

@@ -50,6 +50,8 @@ class Collection:
     # was ingested (a snapshot has none: its dead-letter rows derive from `log`).
     dead_letters: DataFrame | None = None
     observable: Observable | None = None
+    # Known to have no errors, without reading it: a query over it needs no guard.
+    errorless: bool = False
 
 
 @dataclass(frozen=True)

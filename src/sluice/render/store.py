@@ -70,6 +70,7 @@ before the base was published may still list them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -587,7 +588,12 @@ class Store:
             if collection is not None:
                 _COLLECTIONS.move_to_end(key)
                 return collection
-        collection = stored_collection(item, lambda kind: self.frame(spark, records, kind), self.unretracted(records))
+        collection = StoredCollection(
+            item,
+            lambda kind: self.frame(spark, records, kind),
+            self.unretracted(records),
+            lambda kind: any(True for _ in files_of(records, kind)),
+        )
         with _COLLECTIONS_LOCK:
             _COLLECTIONS[key] = collection
             while len(_COLLECTIONS) > _COLLECTIONS_KEPT:
@@ -651,26 +657,55 @@ def without_places(rows: DataFrame, places: dict[int, list[int]]) -> DataFrame:
     return rows if hit is None else rows.where(~F.coalesce(hit, F.lit(False)))
 
 
-def stored_collection(
-    item: Item, frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None
-) -> Collection:
+class StoredCollection(Collection):
     """The source's collection from its committed files, `frame(kind)` reading those of
     one kind: an upsert source's rows and errors are those no later commit retracted
-    (`unretracted`, as for `stored_standing`)."""
-    desc = item.details
-    redirected = desc.dead_letter_table is not None
-    errs_columns = [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
-    dead_letters = frame("dlq").select("err.*")
-    if desc.envelope == "none":
-        oks = frame("oks").select("row.*")
-        errs = frame("errs").select(*errs_columns)
-        log = dead_letters.select(*ERRS_COLUMNS) if redirected else errs
-        return Collection(oks, errs, oks, log, dead_letters)
-    unretracted = unretracted or anti_joined(frame)
-    oks = unretracted(frame("oks")).select("row.*")
-    errs = unretracted(frame("errs")).select(*errs_columns)
-    log = dead_letters.select(*ERRS_COLUMNS) if redirected else frame("log").select(*errs_columns)
-    return Collection(oks, errs, oks, log, dead_letters)
+    (`unretracted`, as for `stored_standing`). Each frame is built when first asked for
+    (a query reads the rows and errors, seldom the log or the dead-letter rows: each
+    frame a SELECT builds costs it ~20 ms); `errorless` when `present`, the kinds that
+    have files, shows no error could stand (no errs files)."""
+
+    def __init__(
+        self,
+        item: Item,
+        frame: Callable[[str], DataFrame],
+        unretracted: Unretracted | None = None,
+        present: Callable[[str], bool] | None = None,
+    ) -> None:
+        self._desc = item.details
+        self._frame = frame
+        self._unretracted = unretracted or (None if self._desc.envelope == "none" else anti_joined(frame))
+        self.errorless = present is not None and not present("errs")
+
+    def _kept(self, kind: str) -> DataFrame:
+        rows = self._frame(kind)
+        return rows if self._unretracted is None else self._unretracted(rows)
+
+    @functools.cached_property
+    def oks(self) -> DataFrame:
+        return self._kept("oks").select("row.*")
+
+    @functools.cached_property
+    def base(self) -> DataFrame:
+        return self.oks
+
+    @functools.cached_property
+    def errs(self) -> DataFrame:
+        return self._kept("errs").select(*_errs_fields())
+
+    @functools.cached_property
+    def dead_letters(self) -> DataFrame:
+        return self._frame("dlq").select("err.*")
+
+    @functools.cached_property
+    def log(self) -> DataFrame:
+        if self._desc.dead_letter_table is not None:
+            return self.dead_letters.select(*ERRS_COLUMNS)
+        return self.errs if self._desc.envelope == "none" else self._frame("log").select(*_errs_fields())
+
+
+def _errs_fields() -> list:
+    return [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
 
 
 def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
