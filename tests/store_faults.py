@@ -116,7 +116,8 @@ def outcome(session: sluice.Session, produced: Produced) -> str:
     try:
         got = shown(session)
     except SqlError as e:
-        return f"loud: {e.message}" if e.code == "XX001" else f"wrong: {e.code} {e.message}"
+        detail = f" ({e.detail})" if e.detail else ""  # an internal error's names the Python error
+        return f"loud: {e.message}" if e.code == "XX001" else f"wrong: {e.code} {e.message}{detail}"
     expected = produced.expected()
     lost, extra = differences(got, expected)
     if lost or extra or got != expected:
