@@ -70,6 +70,7 @@ class QueryRenderer:
     collections: dict[str, Collection] = field(default_factory=dict)
     runs: list[list[Guard]] = field(default_factory=list)  # each run's guards
     read_counts: dict[str, int] = field(default_factory=dict)  # source id → times read
+    persisted: list[DataFrame] = field(default_factory=list)  # what `close` unpersists
     names: Iterator[str] = field(default_factory=lambda: (f"__sluice_{i}" for i in itertools.count()))
 
     def source(self, item_id: str) -> Collection:
@@ -124,7 +125,7 @@ class QueryRenderer:
         tolerance = item.details.error_tolerance
         if tolerance is None:
             return
-        collection.base.persist()
+        self._persist(collection.base)
         seen = collection.log.count()
         reason = f"{seen} errors seen, more than its ERROR TOLERANCE of {tolerance}"
         fail_if(seen > tolerance, SourceFailed(item.name, reason, recovers=False))
@@ -188,7 +189,7 @@ class QueryRenderer:
         if read or any(n > 1 for n in self.read_counts.values()):
             for item_id in self.read_counts:  # read the topic once, however many reads
                 if item_id not in self.stored:  # committed files are cheaper to read again than to cache
-                    self.collections[item_id].base.persist()
+                    self._persist(self.collections[item_id].base)
         return self._failing_on(frame, read, guards), guards, width
 
     def _failing_on(self, frame: DataFrame, read: list[Guard], guards: list[Guard]) -> DataFrame:
@@ -237,9 +238,15 @@ class QueryRenderer:
         run = marker.removeprefix(_GUARD).split(":", 1)[0]
         return _first_error(self.runs[int(run)])
 
+    def _persist(self, frame: DataFrame) -> None:
+        frame.persist()
+        self.persisted.append(frame)
+
     def close(self) -> None:
-        for collection in self.collections.values():
-            collection.base.unpersist()
+        # Only what was persisted: a stored collection builds a frame when first asked for,
+        # and one built here would list files outside the query's failure handling.
+        for frame in self.persisted:
+            frame.unpersist()
         for store in self.stored.values():
             store.release()
 
