@@ -251,14 +251,14 @@ def main() -> None:
             if run < args.runs - 1:
                 session.execute(f"DROP SOURCE u{run} CASCADE")  # its stream stops before the next run
         (rows,) = session.execute(f"SELECT count(*) FROM balances{run}").rows[0]
-        latencies = latency(
-            lambda key: session.execute(f"SELECT balance FROM balances{run} WHERE key = '{key}'").rows,
-            kafka,
-            "u",
-            args.partitions,
-            args.samples,
-            "sluice-latency",
-        )
+
+        def view_latencies(view: str, prefix: str) -> list[float]:
+            def visible(key: str) -> list[tuple]:
+                return session.execute(f"SELECT balance FROM {view} WHERE key = '{key}'").rows
+
+            return latency(visible, kafka, "u", args.partitions, args.samples, prefix)
+
+        latencies = view_latencies(f"balances{run}", "sluice-latency")
         # The same for an append-only source over the topic (its bad messages in a dead-letter table).
         session.execute(
             f"CREATE SOURCE appended FROM KAFKA CONNECTION kafka (TOPIC 'u') KEY FORMAT TEXT "
@@ -266,14 +266,7 @@ def main() -> None:
         )
         session.execute("CREATE MATERIALIZED VIEW appended_balances AS SELECT key, balance FROM appended")
         session.execute("SELECT count(*) FROM appended_balances")  # caught up before the samples
-        appended = latency(
-            lambda key: session.execute(f"SELECT balance FROM appended_balances WHERE key = '{key}'").rows,
-            kafka,
-            "u",
-            args.partitions,
-            args.samples,
-            "sluice-appended-latency",
-        )
+        appended = view_latencies("appended_balances", "sluice-appended-latency")
     batch_s, ours_s = min(batch_runs), min(ours_runs)
     print(f"messages: {n:,} over {args.keys:,} keys in {args.partitions} partitions (0.1 % corrupt)")
     print(f"best of {args.runs}: pyspark last-per-key job {n / batch_s:10,.0f} messages/s ({batch_s:.2f} s)")
