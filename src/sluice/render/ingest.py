@@ -323,8 +323,16 @@ class Ingestion:
         found here. Finding it takes the driver ~0.4 s: done while Spark starts the
         stream, it would delay the stream's first micro-batch by ~0.6 s."""
         if not self.schema_saved and not self.store.has_schema():
-            self.store.save_schema(batch_rows(self.messages, self.item, 0, no_standing(self.spark)).schema)
+            rows = self._rows_for(self.messages)(self.messages, 0, no_standing(self.spark))
+            self.store.save_schema(rows.schema)
         self.schema_saved = True
+
+    def _rows_for(self, messages: DataFrame) -> BatchRows:
+        """The stream's `BatchRows`, built for `messages` (the stream's, or a micro-batch's:
+        their columns are the same) when first needed."""
+        if self.rows is None:
+            self.rows = BatchRows(messages, self.item)
+        return self.rows
 
     def _commit(self, batch: DataFrame, n: int) -> None:
         upsert = self.desc.envelope != "none"
@@ -337,9 +345,7 @@ class Ingestion:
         # An upsert source's micro-batch reads its state: no compaction may remove it meanwhile.
         with self.store.reading() if upsert else contextlib.nullcontext():
             standing = self.store.standing(self.spark) if upsert else None
-            if self.rows is None:
-                self.rows = BatchRows(batch, self.item)
-            rows = self.rows(batch, ingested_ms, standing)
+            rows = self._rows_for(batch)(batch, ingested_ms, standing)
             if not self.schema_saved:
                 self.store.save_schema(rows.schema)
                 self.schema_saved = True

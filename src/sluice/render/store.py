@@ -592,7 +592,7 @@ class Store:
             item,
             lambda kind: self.frame(spark, records, kind),
             self.unretracted(records),
-            lambda kind: any(True for _ in files_of(records, kind)),
+            lambda kind: any(files_of(records, kind)),
         )
         with _COLLECTIONS_LOCK:
             _COLLECTIONS[key] = collection
