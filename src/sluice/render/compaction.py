@@ -131,6 +131,9 @@ class Compactor:
         self.group = f"sluice-compaction-{store.root.name}"
         self._wake = threading.Event()
         self._stopping = False
+        # `poke` runs on the stream's commit thread and `stop` on the session's: the lock keeps
+        # `stop` from joining a thread `poke` has made but not yet started.
+        self._starting = threading.Lock()
         self._thread: threading.Thread | None = None
         self._next_at = 0.0  # monotonic time before which no compaction starts
         self._tidy = False  # whether the newest base's replaced files are all removed
@@ -138,12 +141,13 @@ class Compactor:
 
     def poke(self, live: bool) -> None:
         """After a commit; `live`: its micro-batch read all there was to read."""
-        if self.after <= 0 or self._stopping:
-            return
-        self._live = live
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
-            self._thread.start()
+        with self._starting:
+            if self.after <= 0 or self._stopping:
+                return
+            self._live = live
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.group, daemon=True)
+                self._thread.start()
         self._wake.set()
 
     def _due(self) -> bool:
@@ -183,7 +187,8 @@ class Compactor:
 
     def stop(self) -> None:
         """Cancel a running compaction and wait for its thread to end."""
-        self._stopping = True
+        with self._starting:
+            self._stopping = True
         self._wake.set()
         if self._thread is not None:
             self.spark.sparkContext.cancelJobGroup(self.group)

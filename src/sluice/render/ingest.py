@@ -453,8 +453,9 @@ class Streams:
                 ingestion.launch()
                 self.running[item_id] = ingestion
             if self._supervisor is None:
-                self._supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
-                self._supervisor.start()
+                supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
+                supervisor.start()
+                self._supervisor = supervisor  # published started: `close` may join it
             return ingestion
 
     def _supervise(self) -> None:

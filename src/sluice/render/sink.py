@@ -892,8 +892,9 @@ class SinkJob:
             self._changed.notify_all()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"sluice-sink-{self.sink.name}", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name=f"sluice-sink-{self.sink.name}", daemon=True)
+        thread.start()
+        self._thread = thread  # published started: `stop` may join it
 
     def stop(self) -> None:
         self._stop.set()
