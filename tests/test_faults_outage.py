@@ -12,11 +12,12 @@ import time
 
 import fastavro
 import pytest
+from confluent_kafka import KafkaError
 from hypothesis import given
 from hypothesis import strategies as st
 
 import sluice
-from sluice.kafka.client import watermarks
+from sluice.kafka.client import transient, watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
@@ -269,6 +270,12 @@ def test_registry_unreachable_is_transient() -> None:
     closed = AvroDecoder(json.dumps(SCHEMA), True, url, retry=RetryPolicy(0.3, 0.1))
     with pytest.raises(SourceUnavailable, match=f"cannot reach schema registry {url}: .*retrying for 0.3s"):
         closed.decode([avro(1, 1)], [0])
+
+
+def test_a_broker_dropped_during_an_outage_is_a_transient_fault_but_a_closed_client_is_not() -> None:
+    # Seen under load: a watermark request in flight to a broker that left the metadata.
+    assert transient(KafkaError(KafkaError._DESTROY_BROKER))
+    assert not transient(KafkaError(KafkaError._DESTROY))
 
 
 def test_the_reason_of_a_spark_failure_is_never_empty() -> None:

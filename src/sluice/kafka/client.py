@@ -31,7 +31,10 @@ LOG.addHandler(logging.NullHandler())
 
 # Errors after which the same request may succeed: the broker is unreachable or restarting,
 # a partition's leader is moving, a request timed out. A partition the client no longer
-# knows (`_UNKNOWN_PARTITION`) is one whose leader went away from its metadata.
+# knows (`_UNKNOWN_PARTITION`) is one whose leader went away from its metadata; a request
+# to a broker the client dropped meanwhile (`_DESTROY_BROKER`, "broker handle destroyed
+# without termination": it left the cluster's metadata during an outage) is asked again
+# of the brokers it knows now.
 TRANSIENT_ERRORS = frozenset(
     {
         KafkaError._TRANSPORT,
@@ -39,6 +42,7 @@ TRANSIENT_ERRORS = frozenset(
         KafkaError._TIMED_OUT,
         KafkaError._RESOLVE,
         KafkaError._UNKNOWN_PARTITION,
+        KafkaError._DESTROY_BROKER,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.FENCED_LEADER_EPOCH,
