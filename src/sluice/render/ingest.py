@@ -50,6 +50,7 @@ from sluice.kafka.reader import NAME
 from sluice.render.compaction import Compactor
 from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, with_fields
+from sluice.render.spark import activate
 from sluice.storage import Location
 from sluice.render.source import (
     SourceRead,
@@ -407,6 +408,7 @@ class Ingestion:
             return
         if time.monotonic() < self.fault.restart_at:
             return
+        activate(self.spark)  # the supervisor's thread restarts the stream
         try:
             self.launch()
         except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion

@@ -58,16 +58,22 @@ def spark() -> SparkSession:
             session.dataSource.register(KafkaDataSource)
             _session = session
         session = _session
+    activate(session)
+    return session
+
+
+def activate(session: SparkSession) -> None:
+    """Make `session` the calling thread's active session in the JVM. Some of Spark's
+    checks read settings through it, and only the thread that built the session has it:
+    from any other they would see Spark's defaults (a stream over a TIME column refused as
+    if `spark.sql.timeType.enabled` were off). `spark()` does this for its caller; a thread
+    handed the session instead (the ingestion supervisor, restarting a stream) calls it
+    first. A Spark Connect session (`SPARK_REMOTE`) has no JVM here, and its
+    server keeps the settings."""
     if not getattr(_this_thread, "active", False):
-        # Some of Spark's checks read settings through the calling JVM thread's active
-        # session, which only the thread that built the session has: from any other (the
-        # REPL's statement worker) they would see Spark's defaults (a stream over a TIME
-        # column refused as if `spark.sql.timeType.enabled` were off). A Spark Connect
-        # session (`SPARK_REMOTE`) has no JVM here, and its server keeps the settings.
         if hasattr(session, "_jsparkSession"):
             session._jvm.SparkSession.setActiveSession(session._jsparkSession)
         _this_thread.active = True
-    return session
 
 
 def task_progress(group: str | None) -> tuple[int, int] | None:
