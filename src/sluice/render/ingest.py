@@ -301,6 +301,7 @@ class Ingestion:
                 self._failed(e.reason)
 
     def start(self) -> None:
+        activate(self.spark)  # on the session's thread, or the supervisor's restarting the stream
         desc = self.desc
         self._stop_compacting()  # the repair below may drop what it is compacting
         # Every start asks the store where to begin: it alone knows what was committed.
@@ -408,7 +409,6 @@ class Ingestion:
             return
         if time.monotonic() < self.fault.restart_at:
             return
-        activate(self.spark)  # the supervisor's thread restarts the stream
         try:
             self.launch()
         except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion

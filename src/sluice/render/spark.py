@@ -66,10 +66,10 @@ def activate(session: SparkSession) -> None:
     """Make `session` the calling thread's active session in the JVM. Some of Spark's
     checks read settings through it, and only the thread that built the session has it:
     from any other they would see Spark's defaults (a stream over a TIME column refused as
-    if `spark.sql.timeType.enabled` were off). `spark()` does this for its caller; a thread
-    handed the session instead (the ingestion supervisor, restarting a stream) calls it
-    first. A Spark Connect session (`SPARK_REMOTE`) has no JVM here, and its
-    server keeps the settings."""
+    if `spark.sql.timeType.enabled` were off). `spark()` does this for its caller; code
+    handed the session instead calls it before what needs it (`Ingestion.start`, on
+    whichever thread starts or restarts a stream). A Spark Connect session (`SPARK_REMOTE`)
+    has no JVM here, and its server keeps the settings."""
     if not getattr(_this_thread, "active", False):
         if hasattr(session, "_jsparkSession"):
             session._jvm.SparkSession.setActiveSession(session._jsparkSession)
