@@ -167,7 +167,8 @@ def test_a_sink_over_a_view_of_a_table(session) -> None:
 def ingested_program(session, sql: str, source: str, *queries: str) -> tuple[str, dict, list]:
     """EXPLAIN PYSPARK's program for `sql`, then `sql` run and `queries`' rows or errors,
     then the program run, its reads of `source`'s committed files given the session's
-    (`files`), its stream starting where the source starts (`starts`)."""
+    (`files`), its backlog what the topic holds from where the source starts (`backlogs`),
+    its stream starting where that ends (`starts`)."""
     text = explained(session, sql)
     assert f"def {source}_ingest():" in text and "files[" in text
     session.execute(sql)
@@ -181,9 +182,12 @@ def ingested_program(session, sql: str, source: str, *queries: str) -> tuple[str
     store = Store(local(session.data_dir / "streams" / item.id))
     records = store.inspect().records
     files = {k: [str(disk(store.root) / f["path"]) for r in records for f in r["files"] if f["kind"] == k] for k in KINDS}
-    # Where a stream without a checkpoint starts: the source's start.
-    starts = {str(p): start for p, start, _ in snapshot_read(session.catalog.current, item.id).ranges}
-    return text, run(session, text, files={source: files}, starts={source: starts}), results
+    # A store without commits: its backlog is what the topic holds from the source's start, and its stream starts
+    # where that ends.
+    read = snapshot_read(session.catalog.current, item.id)
+    backlogs = {source: [list(r) for r in read.ranges]}
+    starts = {source: {str(p): end for p, _, end in read.ranges}}
+    return text, run(session, text, files={source: files}, backlogs=backlogs, starts=starts), results
 
 
 def ingest(session, ran: dict, source: str, folder: Path) -> None:

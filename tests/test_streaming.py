@@ -69,18 +69,26 @@ pairs = st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), min_
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(first=pairs, second=pairs, inline=st.booleans(), bound=st.sampled_from(["0", "3"]))
-def test_materialized_view_batch_select_and_model_agree(spark, first, second, inline, bound) -> None:
-    """`bound`: messages a micro-batch reads at most (0: no bound), so that a round's
-    messages, and one key's, may be spread over several micro-batches."""
+@given(
+    backlog=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(VALUES)), max_size=10),
+    first=pairs,
+    second=pairs,
+    inline=st.booleans(),
+    bound=st.sampled_from(["0", "3"]),
+)
+def test_materialized_view_batch_select_and_model_agree(spark, backlog, first, second, inline, bound) -> None:
+    """`backlog`: messages produced before the view, which its ingestion commits with
+    batch jobs before its stream starts; `bound`: messages a micro-batch (or such a batch
+    job) reads at most (0: no bound), so that a round's messages, and one key's, may be
+    spread over several of them."""
     bounded = mock.patch.dict(os.environ, {"SLUICE_MAX_BATCH_MESSAGES": bound})
     with bounded, EmbeddedKafka() as kafka, sluice.Session() as live, sluice.Session() as batch:
         kafka.create_topic("t", 2)
         for session in (live, batch):
             session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
             session.execute(source_sql(inline))
+        sent: list[Message] = send(kafka.bootstrap, "t", backlog)
         live.execute(f"CREATE MATERIALIZED VIEW mv AS SELECT {'key, error, data' if inline else 'key, data'} FROM s")
-        sent: list[Message] = []
         for round_pairs in (first, second):  # the second round updates the stream's state
             sent += send(kafka.bootstrap, "t", round_pairs)
             expected = upsert(sent, inline=inline)
@@ -96,6 +104,25 @@ def test_materialized_view_batch_select_and_model_agree(spark, first, second, in
                 assert info.value.message in errors
             else:
                 assert shown(live, "mv", inline) == rows
+
+
+def test_a_backlog_is_committed_by_bounded_batch_jobs_and_the_stream_goes_on_from_it(spark) -> None:
+    bounded = mock.patch.dict(os.environ, {"SLUICE_MAX_BATCH_MESSAGES": "3", "SLUICE_COMPACT_AFTER": "0"})
+    with bounded, EmbeddedKafka() as kafka, sluice.Session() as session:
+        kafka.create_topic("t", 2)
+        session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+        session.execute(source_sql(False))
+        sent = send(kafka.bootstrap, "t", [(b"a", b'{"v":1}'), (b"b", b"{bad"), (b"c", b'{"v":3}'), (b"a", None)] * 2)
+        session.execute("CREATE MATERIALIZED VIEW mv AS SELECT key, data FROM s")
+        sent += send(kafka.bootstrap, "t", [(b"d", b'{"v":4}'), (b"e", b'{"v":5}')])
+        assert set(session.execute("SELECT key, data FROM IGNORE ERRORS s").rows) == upsert(sent, inline=False)[0]
+        records = [json.loads(p.read_text()) for p in (session.data_dir / "streams").glob("*/commits/*.json")]
+        records.sort(key=lambda r: r["commit"])
+        read = [sum(to - start for start, to in r["offsets"].values()) for r in records]
+        # Eight messages, four per partition, before the view: batch jobs reading each partition's share of
+        # three, rounded up (as a micro-batch's admission does); then the stream's micro-batches.
+        assert [r["batch"] for r in records[:2]] == [None, None] and read[:2] == [4, 4]
+        assert all(r["batch"] is not None for r in records[2:]) and sum(read[2:]) == 2
 
 
 @pytest.fixture

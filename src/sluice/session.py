@@ -202,7 +202,7 @@ class Session:
         from sluice.render.spark import task_progress
 
         live = self._live
-        catch_up = tuple(live.catching_up.values()) if live is not None else ()
+        catch_up = live.progress() if live is not None else ()
         return Progress(catch_up, task_progress(job_group))
 
     def close(self) -> None:

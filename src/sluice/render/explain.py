@@ -4,7 +4,8 @@ The renderer itself is run under a `pyspark_code.recording()`, so the program is
 calls. What is fixed only when it runs is left as variables, per source name: `ranges`,
 the offsets a snapshot reads (`[[partition, start, end], …]`, from the topic's watermarks
 when a query starts); for a source ingested continuously, `stores` (its folder),
-`starts` (where its stream starts) and `files` (per kind, the files of the commits a
+`backlogs` (what its ingestion commits before its stream starts), `starts` (where its
+stream starts) and `files` (per kind, the files of the commits a
 statement reads); and `schema_ids`, the ids a sink's schemas get from its registry.
 
 A continuously ingested source is printed as its ingestion — the streaming query, the
@@ -24,7 +25,15 @@ from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
 from sluice.render.dead_letter_sink import dead_letter_messages
-from sluice.render.ingest import batch_rows, stream_messages, streaming, write_batch
+from sluice.render.ingest import (
+    backlog_read,
+    batch_rows,
+    ingested_messages,
+    max_batch_messages,
+    stream_read,
+    streaming,
+    write_batch,
+)
 from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordable, recording
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
@@ -41,8 +50,9 @@ PREAMBLE = (
 # What the program's variables hold, said where it uses them.
 VARIABLES = {
     "ranges[": "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
-    "stores[": "# stores[source]: its folder under <data dir>/streams; starts[source]: {\"partition\": offset}, where its\n"
-    "#   stream starts reading (where its last commit ended, or where the source starts)",
+    "stores[": "# stores[source]: its folder under <data dir>/streams; backlogs[source]: [[partition, from, to], …],\n"
+    "#   what its topic holds past where its last commit ended (or where the source starts) when its\n"
+    "#   ingestion starts; starts[source]: {\"partition\": offset}, where that ends and its stream starts reading",
     "files[": "# files[source][kind]: the files of that kind of the commits a statement reads, once the ingestion\n"
     "#   has committed every offset its topic held when the statement started",
     "schema_ids[": "# schema_ids[subject]: the id the schema registry gives the sink's schema registered under it",
@@ -213,9 +223,14 @@ class ExplainedStore:
         micro-batch's rows as a commit's files, the function starting the streaming
         query (`{name}_ingest()`, which the program defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
-        stream = stream_messages(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
         upsert = item.details.envelope != "none"
-        program.bind(stream, f"{name}_stream", f"{name}: {STREAM_UPSERT if upsert else STREAM}")
+        read = stream_read(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
+        decode = f"{name}_messages"
+        with program.function(decode, "raw", comment=f"{name}: {STREAM_UPSERT if upsert else STREAM}") as body:
+            decoded = ingested_messages(Frame(body, ("raw",), dict(read.fields)), item.details)
+            body.returns(decoded)
+        stream = Frame(program, (f"{decode}(", read, ")"), dict(decoded.fields))
+        program.bind(stream, f"{name}_stream", f"{name}: its stream's messages")
         batch, schema = f"{name}_batch", f"{name}_files_schema"
         parameters = ("messages", "standing", "ingested_ms") if upsert else ("messages", "ingested_ms")
         with program.function(batch, *parameters, comment=BATCH_UPSERT if upsert else BATCH) as body:
@@ -237,7 +252,10 @@ class ExplainedStore:
             rows = Expr((f"{batch}(", *arguments, ", int(time.time() * 1000))"))
             body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
         checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
-        with program.function(f"{name}_ingest", comment=INGESTION.format(name=name)) as body:
+        most = max_batch_messages()
+        with program.function(f"{name}_ingest", comment=INGESTION.format(name=name, most=f"{most:,}")) as body:
+            backlog = backlog_read(body.spark, item, catalog, Expr((f"json.dumps(backlogs[{quoted}])",)))
+            body.statement((f"{name}_commit({decode}(", backlog, '), "backlog")'))
             body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
         program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
         empty = (", ", no_standing(program.spark)) if upsert else ()
@@ -255,8 +273,14 @@ class ExplainedStore:
         program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs), from its committed files")
 
 
-STREAM = "its ingestion's stream: its messages, decoded, each with its error or NULL"
-STREAM_UPSERT = "its ingestion's stream: its messages, decoded, with only the columns its state and rows use"
+STREAM = (
+    "a read of its topic by its ingestion (its stream's, its backlog's), decoded, each message with its error\n"
+    "or NULL"
+)
+STREAM_UPSERT = (
+    "a read of its topic by its ingestion (its stream's, its backlog's), decoded, with only the columns its state\n"
+    "and rows use"
+)
 BATCH = "A micro-batch's rows: one per (message, kind it goes to), `__out` naming the kind"
 BATCH_UPSERT = (
     "A micro-batch's rows: its messages against the upsert state before it (`standing`: per key, the\n"
@@ -277,7 +301,8 @@ COMMIT_UPSERT = (
 INGESTION = (
     '{name}\'s ingestion, the streaming query: sluice starts it once, at the first statement that reads "{name}"\n'
     "continuously, and resumes it from its checkpoint when a session opens the data directory; a statement\n"
-    "reads the files it has committed"
+    "reads the files it has committed. Its backlog is committed first, by a batch job as a micro-batch (by\n"
+    "jobs of at most {most} messages: Ingestion._commit_backlog), and the stream starts where it ends"
 )
 
 

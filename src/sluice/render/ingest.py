@@ -20,6 +20,14 @@ fixed cost per micro-batch of about 0.9 s on two cores (three Spark jobs: the re
 the partial reduction, the state's read, the final reduction with the write) against
 ~0.6 s with `transformWithState`.
 
+A stream that starts with a backlog (a new source's topic, or what arrived while it was
+stopped) has it committed first by batch jobs of the same rows, bounded as micro-batches
+are (`Ingestion._commit_backlog`), and starts where they end. Spark runs a streaming
+query's Python source in a Python process it starts for it, ~2 s on two cores before the
+first micro-batch; a batch job does not wait for it, so a statement waiting for the backlog has it
+~2 s sooner (1 M messages: 4.4–6.2 s against 6.6–8.5 s; 20 k: 3.2 s against 4.9 s), and
+the stream starts when nobody waits for it.
+
 `Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
 offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
@@ -38,6 +46,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.query import StreamingQuery
@@ -46,7 +56,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
-from sluice.kafka.reader import NAME
+from sluice.kafka.reader import NAME, admitted
 from sluice.render.compaction import Compactor
 from sluice.render.failures import failure_reason
 from sluice.render.pyspark_code import F, with_fields
@@ -150,23 +160,38 @@ class UpsertChanges:
         return joined.select(*self.changes)
 
 
-def stream_messages(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
-    """The source's messages as its stream reads them from `start_offsets` (the reader's
-    option: `{"partition": offset}` as JSON), decoded; an upsert source's reduced in each
-    read task to its keys' latest (`latest_per_key`) and narrowed to what its state and
-    rows are made of (`state_columns`)."""
-    desc = item.details
-    options = reader_options(desc, catalog)
-    if desc.envelope != "none":
-        options["latest_per_key"] = json.dumps(latest_per_key(desc))
-    raw = (
-        spark.readStream.format(NAME)
-        .options(**options)
-        .option("retry", retry_policy(item).to_json())
+def stream_read(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
+    """The source's topic as its stream reads it from `start_offsets` (the reader's
+    option: `{"partition": offset}` as JSON), to be decoded by `ingested_messages`."""
+    return (
+        _reader(spark.readStream, item, catalog)
         .option("start_offsets", start_offsets)
         .option("max_messages", str(max_batch_messages()))
         .load()
     )
+
+
+def backlog_read(spark: SparkSession, item: Item, catalog: Catalog, ranges) -> DataFrame:
+    """The source's topic in `ranges` (the reader's option: `[[partition, from, to], …]` as
+    JSON) read by a batch job, to be decoded by `ingested_messages`: a backlog its
+    ingestion commits before its stream starts (see `Ingestion._commit_backlog`)."""
+    return _reader(spark.read, item, catalog).option("ranges", ranges).load()
+
+
+def _reader(reader, item: Item, catalog: Catalog):
+    """`reader` (`spark.read` or `spark.readStream`) of the source's topic with the options
+    of every read its ingestion makes."""
+    desc = item.details
+    options = reader_options(desc, catalog)
+    if desc.envelope != "none":
+        options["latest_per_key"] = json.dumps(latest_per_key(desc))
+    return reader.format(NAME).options(**options).option("retry", retry_policy(item).to_json())
+
+
+def ingested_messages(raw: DataFrame, desc: SourceDesc) -> DataFrame:
+    """An ingestion's read of its topic (its stream's or a backlog's), decoded; an upsert
+    source's reduced in each read task to its keys' latest (`latest_per_key`) and narrowed
+    to what its state and rows are made of (`state_columns`)."""
     messages = source_messages(with_decode_errors(raw, desc), desc)
     if desc.envelope != "none":
         messages = messages.select(*state_columns(messages, desc))
@@ -272,13 +297,15 @@ class Ingestion:
     # start (its low watermarks bound what a repair may read again).
     read: Callable[[], SourceRead]
     query: StreamingQuery | None = None
-    # The stream's messages as `stream_messages` frames them, once started.
+    # The stream's messages as `ingested_messages` frames them, once started.
     messages: DataFrame | None = None
     # How its micro-batches become the rows of commits, built at the first.
     rows: BatchRows | None = None
     # Whether the store's batch-file schema is known to be saved (see `ensure_schema`).
     schema_saved: bool = False
     compactor: Compactor | None = None
+    # While it commits a backlog: (its name, offsets committed, offsets to commit), for progress.
+    backlog: tuple[str, int, int] | None = None
     fault: Fault | None = None
     stopped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -290,6 +317,11 @@ class Ingestion:
     @property
     def desc(self) -> SourceDesc:
         return self.item.details
+
+    @property
+    def backlog_tag(self) -> str:
+        """The Spark job tag of the batch jobs committing its backlog."""
+        return f"sluice-backlog-{self.item.id}"
 
     def launch(self) -> None:
         """Start the stream (from its checkpoint, if it has one). A source fault on the
@@ -312,10 +344,43 @@ class Ingestion:
             desc.envelope != "none",
             lambda: dict(read.lows),
         )
-        start_offsets = json.dumps({str(p): start for p, start in starts.items()})
-        self.messages = stream_messages(self.spark, self.item, self.catalog, start_offsets)
-        self.query = streaming(self.messages, self._commit, self.item, self.store.checkpoint.uri)
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
+        starts = self._commit_backlog(starts, {p: end for p, _, end in read.ranges})
+        start_offsets = json.dumps({str(p): start for p, start in starts.items()})
+        self.messages = ingested_messages(stream_read(self.spark, self.item, self.catalog, start_offsets), desc)
+        self.query = streaming(self.messages, self._commit, self.item, self.store.checkpoint.uri)
+
+    def _commit_backlog(self, starts: dict[int, int], ends: dict[int, int]) -> dict[int, int]:
+        """Commit what the topic holds from `starts` up to `ends` with batch jobs, each
+        reading at most `max_batch_messages` (as a micro-batch would), and return where the
+        stream then starts. A batch job's first commit comes ~2 s sooner than a fresh
+        stream's on two cores: Spark starts a streaming query's Python source in a Python
+        process of its own, which it does while nobody waits for it once the backlog is
+        committed. A fault fails the ingestion as the stream's would (`SourceFailed`)."""
+        at = dict(starts)
+        most = max_batch_messages()
+        context = self.spark.sparkContext
+        context.addJobTag(self.backlog_tag)  # `stop` cancels what it runs
+        try:
+            while not self.stopped:
+                behind = {str(p): end for p, end in ends.items() if end > at.get(p, 0)}
+                if not behind:
+                    break
+                done = sum(min(at.get(p, 0), end) for p, end in ends.items())
+                self.backlog = (self.item.name, done, sum(ends.values()))
+                upto = admitted({p: at.get(int(p), 0) for p in behind}, behind, most) if most > 0 else behind
+                ranges = [[int(p), at.get(int(p), 0), to] for p, to in sorted(upto.items(), key=lambda i: int(i[0]))]
+                offsets = {p: (o, o) for p, o in at.items()} | {p: (start, to) for p, start, to in ranges}
+                try:
+                    raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
+                    self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
+                except (PySparkException, Py4JJavaError) as e:
+                    raise SourceFailed(self.item.name, failure_reason(e)) from None
+                at.update({p: to for p, _, to in ranges})
+        finally:
+            context.removeJobTag(self.backlog_tag)
+            self.backlog = None
+        return at
 
     def ensure_schema(self) -> None:
         """Save the store's batch-file schema if it may not be saved yet: what reads and
@@ -337,17 +402,22 @@ class Ingestion:
         return self.rows
 
     def _commit(self, batch: DataFrame, n: int) -> None:
-        upsert = self.desc.envelope != "none"
         offsets = self.store.batch_offsets(n)
         if offsets is None:
             return  # run again after a restart: every offset it read is committed already
+        self._commit_messages(batch, n, offsets)
+
+    def _commit_messages(self, messages: DataFrame, n: int | None, offsets) -> None:
+        """Commit `messages`, which read `offsets` (`{partition: (from, to)}`), as Spark's
+        micro-batch `n` (None: a backlog's batch job)."""
+        upsert = self.desc.envelope != "none"
         ingested_ms = int(time.time() * 1000)
-        staging = self.store.root.temporary(f"batch-{n}-")
+        staging = self.store.root.temporary(f"batch-{'backlog' if n is None else n}-")
         written = staging / "out"
         # An upsert source's micro-batch reads its state: no compaction may remove it meanwhile.
         with self.store.reading() if upsert else contextlib.nullcontext():
             standing = self.store.standing(self.spark) if upsert else None
-            rows = self._rows_for(batch)(batch, ingested_ms, standing)
+            rows = self._rows_for(messages)(messages, ingested_ms, standing)
             if not self.schema_saved:
                 self.store.save_schema(rows.schema)
                 self.schema_saved = True
@@ -374,6 +444,7 @@ class Ingestion:
         with self.lock:
             self.stopped = True
             self.store.close()
+            self.spark.sparkContext.cancelJobsWithTag(self.backlog_tag)
             self._stop_compacting()
             if self.query is not None:
                 self.query.stop()
@@ -429,6 +500,8 @@ class Streams:
         self.running: dict[str, Ingestion] = {}
         # Sources a statement waits on: (name, offsets read, offsets to read), for progress.
         self.catching_up: dict[str, tuple[str, int, int]] = {}
+        # An ingestion being started, until it runs: its backlog may take a while.
+        self.starting: dict[str, Ingestion] = {}
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
         # A statement and a sink's thread may ensure one source at once: one of them
@@ -452,13 +525,25 @@ class Streams:
                 ingestion = None
             if ingestion is None:
                 ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
-                ingestion.launch()
+                self.starting[item_id] = ingestion
+                try:
+                    ingestion.launch()
+                finally:
+                    self.starting.pop(item_id)
                 self.running[item_id] = ingestion
             if self._supervisor is None:
                 supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
                 supervisor.start()
                 self._supervisor = supervisor  # published started: `close` may join it
             return ingestion
+
+    def progress(self) -> tuple[tuple[str, int, int], ...]:
+        """What ingestion is under way: per source, (name, offsets read, offsets to read),
+        of the catch-up a statement waits on, or else of the backlog it is committing."""
+        ingestions = (*tuple(self.starting.values()), *tuple(self.running.values()))
+        backlogs = {i.backlog[0]: i.backlog for i in ingestions if i.backlog is not None}
+        waited = {entry[0]: entry for entry in tuple(self.catching_up.values())}
+        return tuple({**backlogs, **waited}.values())
 
     def _supervise(self) -> None:
         while not self._closing.wait(SUPERVISE_SECONDS):
@@ -516,8 +601,9 @@ class Streams:
 
     def close(self) -> None:
         self._closing.set()
+        # Stopped first: the supervisor may be restarting one, its backlog's jobs cancelled.
+        for ingestion in list(self.running.values()):
+            ingestion.stop()
         if self._supervisor is not None:
             self._supervisor.join()
-        for ingestion in self.running.values():
-            ingestion.stop()
         self.running.clear()
