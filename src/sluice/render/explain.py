@@ -5,12 +5,13 @@ calls. What is fixed only when it runs is left as variables, per source name: `r
 the offsets a snapshot reads (`[[partition, start, end], …]`, from the topic's watermarks
 when a query starts); for a source ingested continuously, `stores` (its folder),
 `backlogs` (what its ingestion commits before its stream starts), `starts` (where its
-stream starts) and `files` (per kind, the files of the commits a
-statement reads); and `schema_ids`, the ids a sink's schemas get from its registry.
+stream starts) and `files` (per kind, the files of the commits a statement reads); and
+`schema_ids`, the ids a sink's schemas get from its registry.
 
-A continuously ingested source is printed as its ingestion — the streaming query, the
-function writing each micro-batch's files — and the reads of its committed files, the
-same functions the ingestion and the store run. Printing starts and writes nothing.
+A continuously ingested source is printed as its ingestion — its decoding, the function
+writing each micro-batch's files, its backlog's commit and the streaming query — and the
+reads of its committed files, the same functions the ingestion and the store run.
+Printing starts and writes nothing.
 """
 
 from __future__ import annotations
@@ -219,9 +220,10 @@ class ExplainedStore:
 
     @classmethod
     def ingested(cls, program: Recording, item: Item, catalog: Catalog) -> ExplainedStore:
-        """The source's ingestion, printed: its stream, the function writing a
-        micro-batch's rows as a commit's files, the function starting the streaming
-        query (`{name}_ingest()`, which the program defines and does not call)."""
+        """The source's ingestion, printed: its decoding and its stream, the function
+        writing a micro-batch's rows as a commit's files, the function committing its
+        backlog and starting the streaming query (`{name}_ingest()`, which the program
+        defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
         upsert = item.details.envelope != "none"
         read = stream_read(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
