@@ -96,6 +96,12 @@ def max_batch_messages() -> int:
     return int(os.environ.get("SLUICE_MAX_BATCH_MESSAGES", MAX_BATCH_MESSAGES))
 
 
+def progress(name: str, read: dict[int, int], targets: dict[int, int]) -> tuple[str, int, int]:
+    """A source's progress towards `targets` (`{partition: offset}`) having read up to
+    `read`: (its name, offsets read, offsets to read), as `Streams.progress` reports it."""
+    return name, sum(min(read.get(p, 0), t) for p, t in targets.items()), sum(targets.values())
+
+
 class UpsertChanges:
     """An upsert source's micro-batch of messages (with `columns`) against its state before
     it (`standing`: `(__k, __p, __o)`, the key and place of every key's winning message):
@@ -367,8 +373,7 @@ class Ingestion:
                 behind = {str(p): end for p, end in ends.items() if end > at.get(p, 0)}
                 if not behind:
                     break
-                done = sum(min(at.get(p, 0), end) for p, end in ends.items())
-                self.backlog = (self.item.name, done, sum(ends.values()))
+                self.backlog = progress(self.item.name, at, ends)
                 upto = admitted({p: at.get(int(p), 0) for p in behind}, behind, most) if most > 0 else behind
                 ranges = [[int(p), at.get(int(p), 0), to] for p, to in sorted(upto.items(), key=lambda i: int(i[0]))]
                 offsets = {p: (o, o) for p, o in at.items()} | {p: (start, to) for p, start, to in ranges}
@@ -577,11 +582,7 @@ class Streams:
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
             if not behind:
                 return
-            self.catching_up[item_id] = (
-                ingestion.item.name,
-                sum(min(read.get(p, 0), t) for p, t in targets.items()),
-                sum(targets.values()),
-            )
+            self.catching_up[item_id] = progress(ingestion.item.name, read, targets)
             if time.monotonic() > deadline:
                 raise QueryCanceled(
                     f'timed out after {timeout:g}s waiting for source "{ingestion.item.name}" '
