@@ -55,8 +55,9 @@ DEAD_LETTER_COLUMNS = (
     Column("key", BYTEA, True),
     Column("value", BYTEA, True),
 )
-# Materialize's bounds are its system variables min/max_timestamp_interval; these are ours.
-TIMESTAMP_INTERVAL_RANGE_MS = (1000, 3_600_000)
+# Materialize's bounds: the defaults of its system variables min_timestamp_interval and
+# max_timestamp_interval (its adapter's vars), which sluice has no way to set.
+TIMESTAMP_INTERVAL_RANGE_MS = (1000, 1000)
 _INTERVAL = re.compile(r"\s*(\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 _INTERVAL_UNITS_MS = {
     **dict.fromkeys(["", "ms", "millisecond", "milliseconds"], 1),
