@@ -127,3 +127,62 @@ def test_reopen_after_any_create_drop_sequence_is_identical(tmp_path_factory, st
             pass
         # What a reopen would read (the session still holds the directory).
         assert DurableCatalog(data_dir).current == session.catalog.current
+
+
+DANGLING_SETUP = (
+    SETUP + ";"
+    "CREATE SOURCE j FROM KAFKA CONNECTION kafka (TOPIC 'in') FORMAT JSON;"
+    "CREATE VIEW v AS SELECT data->>'k' AS k, count(*) FROM j GROUP BY 1"
+)
+
+
+def _dangle_view(items: list[dict]) -> str:
+    view = next(i for i in items if i["name"] == "v")
+    view["depends_on"] = ["u9"]
+    return 'view "v"'
+
+
+def _dangle_connection(items: list[dict]) -> str:
+    source = next(i for i in items if i["name"] == "j")
+    source["details"]["connection"] = source["depends_on"][0] = "u9"
+    return 'source "j"'
+
+
+SINK = "s FROM v INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (k) FORMAT JSON ENVELOPE UPSERT"
+
+
+@pytest.mark.parametrize(
+    ("dangle", "statement"),
+    [
+        *(
+            (dangle, statement)
+            for dangle in (_dangle_view, _dangle_connection)
+            for statement in (
+                "EXPLAIN SELECT * FROM v",
+                "EXPLAIN TIMELINE FOR SELECT k FROM v",
+                "EXPLAIN PYSPARK FOR SELECT * FROM v",
+                f"EXPLAIN CREATE SINK {SINK}",
+            )
+        ),
+        # creating over v plans v; the source's connection is not read by that, so only v's own dangles
+        (_dangle_view, "CREATE VIEW w AS SELECT * FROM v"),
+        (_dangle_view, f"CREATE SINK {SINK}"),
+    ],
+)
+def test_a_dangling_reference_is_a_damaged_catalog_naming_the_missing_item(tmp_path, dangle, statement) -> None:
+    with sluice.Session(tmp_path, check_kafka=False) as session:
+        session.execute_script(DANGLING_SETUP)
+    path = tmp_path / FILE_NAME
+    data = json.loads(path.read_text())
+    referrer = dangle(data["items"])
+    path.write_text(json.dumps(data))
+    with sluice.Session(tmp_path, check_kafka=False) as session:
+        with pytest.raises(sluice.SqlError) as info:
+            session.execute(statement)
+        error = info.value
+        assert (error.code, error.message) == ("XX001", "catalog is corrupt: it has no item u9")
+        assert error.detail == f"u9 is referred to by {referrer}"
+        assert error.hint == "drop what refers to it, or restore the catalog file from a backup"
+        # as the hint says: dropping the damaged item repairs the catalog
+        session.execute("DROP VIEW v" if referrer == 'view "v"' else "DROP SOURCE j CASCADE")
+        assert [i.name for i in session.catalog.current] == ["kafka", "j"][: 2 if referrer == 'view "v"' else 1]

@@ -31,6 +31,7 @@ FORMAT = "sluice-catalog"
 # 2: formats are the format registry's tagged classes (1: one flat FormatDesc with a
 # `kind`, and a sink's formats as SQL text).
 VERSION = 2
+DAMAGED_HINT = "the file was left untouched; restore it from a backup or move it away"
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,17 @@ class Catalog:
         return self._by_name.get(name)
 
     def by_id(self, item_id: str) -> Item:
-        return next(item for item in self.items if item.id == item_id)
+        """The item `item_id`; an id that no item has is a damaged catalog (an item still
+        refers to it), reported as such rather than raised as Python's StopIteration."""
+        item = next((item for item in self.items if item.id == item_id), None)
+        if item is None:
+            referrers = [f'{i.kind} "{i.name}"' for i in self.dependents(item_id)]
+            raise CatalogCorrupt(
+                f"catalog is corrupt: it has no item {item_id}",
+                detail=f"{item_id} is referred to by {', '.join(referrers)}" if referrers else None,
+                hint="drop what refers to it, or restore the catalog file from a backup",
+            )
+        return item
 
     def allocate_ids(self, count: int) -> list[str]:
         return [f"u{self.next_id + i}" for i in range(count)]
@@ -138,7 +149,7 @@ class DurableCatalog:
         except (ValueError, AttributeError, RecursionError) as e:  # UnicodeDecodeError too
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
-                hint="the file was left untouched; restore it from a backup or move it away",
+                hint=DAMAGED_HINT,
             ) from None
         version = data.get("version")
         if not isinstance(version, int) or version > VERSION:
@@ -160,7 +171,7 @@ class DurableCatalog:
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise CatalogCorrupt(
                 f"catalog {str(self.path)!r} is corrupt: {e}",
-                hint="the file was left untouched; restore it from a backup or move it away",
+                hint=DAMAGED_HINT,
             ) from None
 
     def commit(self, catalog: Catalog) -> None:
