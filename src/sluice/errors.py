@@ -140,6 +140,12 @@ class TooManyExpressions(SqlError):
     code = "42601"
 
 
+class DatatypeMismatch(SqlError):
+    """An expression's type is not one the place it is used in takes."""
+
+    code = "42804"
+
+
 class InvalidParameterValue(SqlError):
     code = "22023"
 

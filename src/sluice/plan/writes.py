@@ -14,11 +14,18 @@ from sqlglot import exp
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported, TooManyExpressions, UndefinedColumn, WrongObjectType
+from sluice.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    ParseError,
+    TooManyExpressions,
+    UndefinedColumn,
+    WrongObjectType,
+)
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.plan.queries import plan_query, span_of, table_item
 from sluice.syntax import ast
-from sluice.syntax.query import Sluice
+from sluice.syntax.query import Sluice, assignment_targets
 
 # What a write may hold besides its target: INSERT's rows, UPDATE's assignments, WHERE.
 # Any other clause sqlglot reads (RETURNING, USING, ON CONFLICT, …) is refused, never
@@ -127,15 +134,7 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
         kept = _select(item, [exp.column(c.name) for c in item.columns]).from_(exp.to_table(item.name))
         rows = kept.where(exp.not_(matches.copy()))
     else:
-        assigned = {}
-        for assignment in expression.expressions:
-            column = assignment.this
-            if item.column(column.name) is None:
-                raise UndefinedColumn(
-                    f'column "{column.name}" of relation "{item.name}" does not exist',
-                    span=span_of(column.this, statement.body),
-                )
-            assigned[column.name] = assignment.expression
+        assigned = _assignments(statement, item)
         columns = [
             exp.Case(
                 ifs=[exp.If(this=matches.copy(), true=assigned[c.name].copy())], default=exp.column(c.name)
@@ -148,6 +147,69 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
     return WritePlan(
         item.id, statement.body.sql, verb, rows=_planned(rows, statement, catalog), matched=matched
     )
+
+
+def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expression]:
+    """UPDATE's SET list as the value each column it names takes, in PostgreSQL's terms:
+    a target is a column of the table (`x.b` a field of column `x`, `x[1]` an element of
+    it), `(a, b) = (1, 2)` assigns a row, DEFAULT is the column's default."""
+    assigned: dict[str, exp.Expression] = {}
+    defaults = dict(item.details.defaults)
+    for assignment in statement.body.expression.expressions:
+        targets = assignment_targets(assignment.this)
+        several = isinstance(assignment.this, (exp.Tuple, exp.Paren))
+        values = _row_values(assignment, targets, statement) if several else [assignment.expression]
+        for target, value in zip(targets, values, strict=True):
+            name = _assigned_column(target, item, statement)
+            if name in assigned:
+                raise ParseError(
+                    f'multiple assignments to same column "{name}"', span=span_of(target, statement.body)
+                )
+            is_default = isinstance(value, exp.Column) and value.name.upper() == "DEFAULT" and not value.this.quoted
+            assigned[name] = (_default(defaults[name]) if name in defaults else exp.null()) if is_default else value
+    return assigned
+
+
+def _row_values(assignment: exp.Expression, targets: list, statement: ast.BodyStatement) -> list[exp.Expression]:
+    """The values a multiple-column assignment gives its targets, one each."""
+    source = assignment.expression
+    span = span_of(source, statement.body)
+    is_row = isinstance(source, exp.Tuple) or (isinstance(source, exp.Anonymous) and source.name.upper() == "ROW")
+    if is_row:
+        if len(source.expressions) != len(targets):
+            raise ParseError("number of columns does not match number of values", span=span)
+        return source.expressions
+    if isinstance(source.unnest(), exp.Query):
+        raise FeatureNotSupported("UPDATE of several columns from a subquery is not supported", span=span)
+    raise FeatureNotSupported(
+        "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression", span=span
+    )
+
+
+def _assigned_column(target: exp.Expression, item: Item, statement: ast.BodyStatement) -> str:
+    """The column an UPDATE target names; a field or an element of it is refused as
+    PostgreSQL refuses it, or as not supported."""
+    subscripted = isinstance(target, exp.Bracket)
+    while isinstance(target, exp.Bracket):
+        target = target.this
+    name, *fields = [part.name for part in target.parts]
+    span = span_of(target, statement.body)
+    column = item.column(name)
+    if column is None:
+        raise UndefinedColumn(f'column "{name}" of relation "{item.name}" does not exist', span=span)
+    type_name = column.type.display()
+    if fields and not column.type.fields:
+        raise DatatypeMismatch(
+            f'cannot assign to field "{fields[0]}" of column "{name}" because its type {type_name} '
+            "is not a composite type",
+            span=span,
+        )
+    if subscripted and column.type.element is None and not type_name.endswith("[]"):
+        raise DatatypeMismatch(f"cannot subscript type {type_name} because it does not support subscripting", span=span)
+    if fields or subscripted:
+        part = "a field" if fields else "an element"
+        raise FeatureNotSupported(f"UPDATE of {part} of a column is not supported", span=span)
+    return name
 
 
 def _planned(

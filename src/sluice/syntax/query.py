@@ -187,6 +187,8 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
         while isinstance(expression, exp.Subquery) and not expression.alias:
             expression = expression.this
     _reject_lenient_shapes(expression, offset, span)
+    if isinstance(expression, exp.Update):
+        _check_update_targets(expression, offset, span)
     try:
         sql = expression.sql(dialect=Sluice, comments=False)
         faithful = _reads_back(sql, expression)
@@ -255,6 +257,62 @@ def _reject_lenient_shapes(expression: exp.Expression, offset: int, span: Span) 
         for cls, message, bad in _LENIENT_SHAPES:
             if isinstance(node, cls) and bad(node):
                 raise ParseError(message, span=_first_position(node, offset) or span)
+
+
+def _check_update_targets(update: exp.Update, offset: int, span: Span) -> None:
+    """UPDATE assigns to a column name with field or subscript indirection, or to a
+    parenthesised list of them (PostgreSQL's `set_target`); sqlglot reads any expression
+    there, which PostgreSQL's grammar refuses at its first token that is not one."""
+    for assignment in update.expressions:
+        for one in assignment_targets(assignment.this):
+            if not _is_set_target(one):
+                raise ParseError(
+                    f'syntax error at or near "{_first_bad_token(one)}"',
+                    span=_first_position(one, offset) or span,
+                )
+
+
+def assignment_targets(target: exp.Expression) -> list[exp.Expression]:
+    """The targets of one UPDATE assignment: a parenthesised list is several (sqlglot
+    reads a list of one as a parenthesised expression)."""
+    if isinstance(target, exp.Tuple):
+        return target.expressions
+    return [target.this] if isinstance(target, exp.Paren) else [target]
+
+
+def _is_set_target(target: exp.Expression) -> bool:
+    while isinstance(target, exp.Bracket):
+        target = target.this
+    return isinstance(target, exp.Column) and all(isinstance(p, exp.Identifier) for p in target.parts)
+
+
+def _first_bad_token(target: exp.Expression) -> str:
+    """The first token of `target`'s text that cannot continue a column name with its
+    indirection (`.field`, `[subscript]`)."""
+    sql = target.sql(dialect=Sluice)
+    name_expected, depth = True, 0
+    for token in Sluice().tokenize(sql):
+        text = sql[token.start : token.end + 1]
+        if depth:
+            depth += {TokenType.L_BRACKET: 1, TokenType.R_BRACKET: -1}.get(token.token_type, 0)
+            continue
+        if name_expected:
+            if not _is_name(token, text):
+                return text
+            name_expected = False
+        elif token.token_type == TokenType.DOT:
+            name_expected = True
+        elif token.token_type == TokenType.L_BRACKET:
+            depth = 1
+        else:
+            return text
+    return sql
+
+
+def _is_name(token: Token, text: str) -> bool:
+    if token.token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+        return True
+    return text.isidentifier() and text.upper() not in ("NULL", "TRUE", "FALSE")
 
 
 def _first_position(node: exp.Expression, offset: int) -> Span | None:
