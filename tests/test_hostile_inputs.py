@@ -70,12 +70,22 @@ def test_an_entry_point_passes_sql_errors_iteration_ends_and_interrupts() -> Non
     raised = iter([StopIteration(), KeyboardInterrupt(), StatementTooComplex("x"), KeyError("k")])
 
     @user_errors
-    def entry():
+    def __next__():
         raise next(raised)
 
     for expected in (StopIteration, KeyboardInterrupt, StatementTooComplex, InternalError):
         with pytest.raises(expected):
-            entry()
+            __next__()
+
+
+def test_a_stop_iteration_from_anything_but_next_is_an_internal_error() -> None:
+    @user_errors
+    def execute():
+        return next(item for item in () if item)
+
+    with pytest.raises(InternalError) as raised:
+        execute()
+    assert (raised.value.code, raised.value.detail) == ("XX000", "StopIteration")
 
 
 # ---------------------------------------------------------------- deep nesting

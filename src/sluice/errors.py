@@ -325,9 +325,11 @@ def collection_error(message: str, code: str | None) -> SqlError:
     return leaf(message)
 
 
-# What crosses an entry point as it is: errors already told in SQL terms, the end of an
-# iteration, and interruptions (Ctrl-C, exit).
-_PASSED = (SqlError, StopIteration, KeyboardInterrupt, SystemExit, GeneratorExit)
+# What crosses an entry point as it is: errors already told in SQL terms and
+# interruptions (Ctrl-C, exit); from an iterator's `__next__`, the end of the iteration
+# too. Anywhere else a StopIteration is a bug (a `next` that found nothing), which would
+# silently end a caller's loop: it becomes an internal error like any other.
+_PASSED = (SqlError, KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 def as_sql_error(error: BaseException) -> SqlError:
@@ -350,13 +352,15 @@ def as_sql_error(error: BaseException) -> SqlError:
 
 def user_errors(function: Callable[..., T]) -> Callable[..., T]:
     """Make `function` an entry point: whatever it raises reaches its caller as a
-    `SqlError` (`as_sql_error`); an iterator's end and an interruption pass as they are."""
+    `SqlError` (`as_sql_error`); an interruption, and an iterator's end from `__next__`,
+    pass as they are."""
+    passed = (*_PASSED, StopIteration) if function.__name__ == "__next__" else _PASSED
 
     @functools.wraps(function)
     def entry_point(*args, **kwargs) -> T:
         try:
             return function(*args, **kwargs)
-        except _PASSED:
+        except passed:
             raise
         except BaseException as e:
             raise as_sql_error(e) from e

@@ -107,6 +107,10 @@ def relation_read(item: Item, errors: str | None, catalog: Catalog) -> Read:
     """How a query reads `item`: a view with its own query, planned from its stored SQL."""
     if item.kind not in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
         return Read(item.id, errors)
+    for dependency in item.depends_on:
+        # What the stored SQL reads must be there: a missing one is a damaged catalog
+        # (XX001 naming it), not an unknown name in a statement that never wrote it.
+        catalog.by_id(dependency)
     return Read(item.id, errors, plan_query(parse_query(item.details.query, 0, "query"), catalog))
 
 
