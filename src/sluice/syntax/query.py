@@ -20,6 +20,7 @@ from sqlglot.tokens import Token, TokenType
 
 from sluice.errors import FeatureNotSupported, ParseError, Span, StatementTooComplex
 from sluice.syntax.ast import QueryBody
+from sluice.syntax.numbers import postgres_numbers
 from sluice.syntax.splitter import find_unterminated
 
 # `FROM IGNORE ERRORS src` reads a source's oks only, `FROM ONLY ERRORS src` its errs.
@@ -167,7 +168,7 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     span = Span(offset, offset + len(text))
     try:
         dialect = Sluice()
-        tokens = dialect.tokenize(text)
+        tokens = postgres_numbers(dialect.tokenize(text), text, offset)
         _check_nesting(tokens, offset)
         expressions = dialect.parser().parse(tokens, text)
     except _PositionedError as e:
