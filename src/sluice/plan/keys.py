@@ -6,9 +6,10 @@ it is one SELECT over a single relation (a catalog relation, a subquery or a CTE
 Materialize's `keys` of its Reduce, Distinct, TopK, Map, Filter and Project: the outputs
 that are its GROUP BY expressions, whatever expressions they are (an ordinal or an alias
 names one); the outputs that are its DISTINCT ON expressions, or all its outputs under
-DISTINCT; and, with no aggregate, the keys of the relation it reads whose columns it
-outputs, under any name, whatever else it computes. A key output under two names is a key
-under each. A table's PRIMARY KEY is not enforced (README), so a table has none.
+DISTINCT; and, unless it aggregates all rows into one, the keys of the relation it reads
+whose columns it outputs, under any name, whatever else it computes. A key output under
+two names is a key under each. A table's PRIMARY KEY is not enforced (README), so a table
+has none.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def _select_keys(select: exp.Expression, ctes: dict[str, exp.Expression], catalo
     group = select.args.get("group")
     if group is not None:
         keys += _outputs_of(group.expressions, outputs)
-    elif not select.args.get("having") and not any(o.find(exp.AggFunc, exp.Explode, exp.UDTF) for o in outputs):
+    # A key of the input stays one through a filter, a map and a GROUP BY (its columns
+    # output are grouped by); not through an aggregate of all rows or a set function.
+    aggregated = group is None and (select.args.get("having") or any(o.find(exp.AggFunc) for o in outputs))
+    if not aggregated and not any(o.find(exp.Explode, exp.UDTF) for o in outputs):
         keys += _passed_keys(select, outputs, ctes, catalog)
     return list(dict.fromkeys(keys))
 
