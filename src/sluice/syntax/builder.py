@@ -241,7 +241,8 @@ class Builder:
         )
 
     def validate_option(self, children, span):
-        return children[0].value
+        given = children[-1]  # all None for a bare VALIDATE
+        return True if given is None else given.value
 
     def validate_connection(self, children, span):
         return ast.ValidateConnection(children[0], span=span)
