@@ -9,6 +9,8 @@ import time
 
 import confluent_kafka
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sluice
 from sluice.catalog.secrets import connection_options
@@ -121,6 +123,38 @@ def test_topic_metadata_refresh_interval_sets_the_source_clients_refresh(kafka, 
     requests = {name: _metadata_requests(o, seconds=2.0) for name, o in options.items()}
     assert requests["often"] >= 8, requests
     assert requests["plain"] <= 3, requests
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(
+        st.tuples(st.integers(-2, 4000), st.sampled_from([("ms", 1), (" seconds", 1000), ("min", 60_000), ("hr", 3_600_000)])),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_topic_metadata_refresh_interval_is_the_sum_of_its_parts(parts) -> None:
+    """Any interval text of parts: its sum in milliseconds when in [0, 1 hour], else
+    Materialize's error for the end it is past."""
+    text = " ".join(f"{n}{unit}" for n, (unit, _) in parts)
+    total = sum(n * ms for n, (_, ms) in parts)
+    with sluice.Session(check_kafka=False) as session:
+        session.execute("CREATE CONNECTION k TO KAFKA (BROKER 'h:1')")
+        create = f"CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't', TOPIC METADATA REFRESH INTERVAL '{text}') FORMAT TEXT"
+        if 0 <= total <= 3_600_000:
+            session.execute(create)
+            desc = session.catalog.current.get("s").details
+            assert desc.topic_metadata_refresh_interval_ms == total
+            assert json.loads(reader_options(desc, session.catalog.current)["config"]) == {
+                "topic.metadata.refresh.interval.ms": str(total)
+            }
+        else:
+            with pytest.raises(sluice.SqlError) as refused:
+                session.execute(create)
+            assert refused.value.message == (
+                "cannot convert negative interval to duration" if total < 0
+                else "TOPIC METADATA REFRESH INTERVAL cannot be greater than 1 hour"
+            )
 
 
 def _metadata_requests(options: Options, seconds: float) -> int:

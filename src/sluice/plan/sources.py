@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import (
@@ -60,7 +61,7 @@ TIMESTAMP_INTERVAL_RANGE_MS = (1000, 3_600_000)
 # An interval's text: parts such as '1 hour', '-30s', '1hr 1ms', '1.5 seconds'.
 _INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 _INTERVAL_UNITS_MS = {
-    **dict.fromkeys(["us", "usec", "usecs", "microsecond", "microseconds"], 0.001),
+    **dict.fromkeys(["us", "usec", "usecs", "microsecond", "microseconds"], Fraction(1, 1000)),
     **dict.fromkeys(["ms", "msec", "msecs", "millisecond", "milliseconds"], 1),
     **dict.fromkeys(["s", "sec", "secs", "second", "seconds"], 1000),
     **dict.fromkeys(["m", "min", "mins", "minute", "minutes"], 60_000),
@@ -411,21 +412,21 @@ def _topic_metadata_refresh_interval(kafka: _Options) -> int | None:
         raise InvalidParameterValue(
             "TOPIC METADATA REFRESH INTERVAL cannot be greater than 1 hour", span=option.value.span
         )
-    return interval
+    return int(interval)
 
 
-def _interval_ms(text: str, bare_unit: str) -> int | None:
-    """The interval `text` in whole milliseconds (a part without a unit is in `bare_unit`);
-    None if it is not an interval."""
-    total, position = 0.0, 0
+def _interval_ms(text: str, bare_unit: str) -> Fraction | None:
+    """The interval `text` in milliseconds, exactly however long the number (a part without
+    a unit is in `bare_unit`); None if it is not an interval."""
+    total, position = Fraction(0), 0
     while position < len(text):
         match = _INTERVAL_PART.match(text, position)
         unit = None if match is None else _INTERVAL_UNITS_MS.get((match.group(2) or bare_unit).lower())
         if unit is None:
             return None
-        total += float(match.group(1)) * unit
+        total += Fraction(match.group(1)) * unit
         position = match.end()
-    return int(total) if position else None
+    return total if position else None
 
 
 def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed: bool = False) -> int | None:
@@ -433,8 +434,9 @@ def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed
     option = options.get(name)
     if option is None:
         return default
-    duration = _interval_ms(option.value.value, bare_unit="ms")
-    if duration is None or duration < 0 or (duration == 0 and not zero_allowed):
+    interval = _interval_ms(option.value.value, bare_unit="ms")
+    duration = None if interval is None or interval < 0 else int(interval)
+    if duration is None or (duration == 0 and not zero_allowed):
         least = "" if zero_allowed else "positive "
         raise InvalidParameterValue(
             f"invalid {name} '{option.value.value}'",
