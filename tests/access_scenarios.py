@@ -210,7 +210,8 @@ def _use_secrets(session, kafka, door, registry, found: SecretFindings) -> None:
         CREATE SECRET kafka_password AS '{SASL_PASSWORD}';
         CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}');
         CREATE CONNECTION sasl TO KAFKA (BROKER '{door.bootstrap}', SECURITY PROTOCOL SASL_PLAINTEXT,
-          SASL MECHANISMS PLAIN, SASL USERNAME '{SASL_USER}', SASL PASSWORD SECRET kafka_password);
+          SASL MECHANISMS PLAIN, SASL USERNAME '{SASL_USER}', SASL PASSWORD SECRET kafka_password)
+          WITH (VALIDATE = false);
         CREATE CONNECTION csr TO CONFLUENT SCHEMA REGISTRY (URL '{registry.url}',
           USERNAME '{REGISTRY_USER}', PASSWORD SECRET registry_password);
         CREATE SOURCE s FROM KAFKA CONNECTION kafka (TOPIC 's')

@@ -1,11 +1,12 @@
 """A Confluent Schema Registry speaking the real REST API over loopback HTTP, for tests.
 
-Serves `GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` from a dict
+Serves `GET /subjects` (the subjects' names: what validating a connection asks),
+`GET /subjects/<subject>/versions/latest` and `GET /schemas/ids/<id>` from a dict
 of subjects given at start, and `POST /subjects/<subject>/versions` (registering a schema:
 its id, the same one for a schema registered again); sluice's client talks to it exactly as to the real service.
 Given a `login` (username, password), it demands HTTP basic authentication as the real
 service configured for it does: any other request is answered `401`. It counts the
-requests it answered and refused, by kind (`latest`, `by_id`). Setting `failing` to an
+requests it answered and refused, by kind (`subjects`, `latest`, `by_id`). Setting `failing` to an
 HTTP status (503, 401, …) makes it answer every request with that status until it is set
 back to None.
 """
@@ -33,7 +34,8 @@ class Registry:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                kind = "by_id" if self.path.startswith("/schemas/ids/") else "latest"
+                path = self.path.rstrip("/")
+                kind = "subjects" if path == "/subjects" else "by_id" if path.startswith("/schemas/ids/") else "latest"
                 if registry.expected_auth not in (None, self.headers.get("Authorization")):
                     registry.refused[kind] += 1
                     self.send_response(401)
@@ -42,11 +44,11 @@ class Registry:
                     self.wfile.write(json.dumps({"error_code": 401, "message": "Unauthorized"}).encode())
                     return
                 registry.answered[kind] += 1
-                body = registry.answer(self.path) if registry.failing is None else {}
+                body = registry.answer(self.path) if registry.failing is None else None
                 self.send_response(registry.failing or (200 if body is not None else 404))
                 self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
                 self.end_headers()
-                self.wfile.write(json.dumps(body or {"error_code": 40401}).encode())
+                self.wfile.write(json.dumps({"error_code": 40401} if body is None else body).encode())
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 parts = [unquote(p) for p in self.path.strip("/").split("/")]
@@ -74,8 +76,10 @@ class Registry:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    def answer(self, path: str) -> dict | None:
+    def answer(self, path: str) -> dict | list | None:
         parts = [unquote(p) for p in path.strip("/").split("/")]
+        if parts == ["subjects"]:
+            return sorted(self.subjects)
         if len(parts) == 4 and parts[0] == "subjects" and parts[2:] == ["versions", "latest"]:
             found = self.subjects.get(parts[1])
             return None if found is None else {"id": found[0], "schema": found[1], "version": 1}

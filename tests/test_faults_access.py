@@ -92,7 +92,7 @@ def test_planning_never_reads_a_secret_and_a_lost_value_is_a_loud_error(tmp_path
         (tmp_path / DIRECTORY / "u1").unlink()
         session.execute(
             "CREATE CONNECTION k TO KAFKA (BROKER '127.0.0.1:9', SASL MECHANISMS PLAIN, "
-            "SASL USERNAME 'u', SASL PASSWORD SECRET pw)"
+            "SASL USERNAME 'u', SASL PASSWORD SECRET pw) WITH (VALIDATE = false)"
         )
         explain = sluice.parse_one("EXPLAIN CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT")
         assert plan(explain, session.catalog.current).rows

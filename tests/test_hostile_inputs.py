@@ -207,15 +207,19 @@ def test_malformed_registry_answers_are_errors_not_tracebacks() -> None:
 
 def test_a_connection_configuration_librdkafka_refuses_is_an_error(kafka) -> None:
     kafka.create_topic("t", 1)
+    create = (
+        f"CREATE CONNECTION k TO KAFKA (BROKER '{kafka.bootstrap}', SECURITY PROTOCOL = SSL, "
+        "SSL CERTIFICATE AUTHORITY = 'not a certificate')"
+    )
     with sluice.Session() as session:
-        session.execute(
-            f"CREATE CONNECTION k TO KAFKA (BROKER '{kafka.bootstrap}', SECURITY PROTOCOL = SSL, "
-            "SSL CERTIFICATE AUTHORITY = 'not a certificate')"
-        )
+        with pytest.raises(sluice.SqlError) as validated:  # validating it makes a client
+            session.execute(create)
+        session.execute(create + " WITH (VALIDATE = false)")
         with pytest.raises(sluice.SqlError) as raised:
             session.execute("CREATE SOURCE s FROM KAFKA CONNECTION k (TOPIC 't') FORMAT TEXT")
-    assert not isinstance(raised.value, InternalError)
-    assert "invalid connection configuration" in raised.value.message
+    for error in (validated.value, raised.value):
+        assert not isinstance(error, InternalError)
+        assert "invalid connection configuration" in error.message
 
 
 # ---------------------------------------------------------------- the command line

@@ -126,6 +126,7 @@ create_connections = st.one_of(
         connection_type=st.just(ast.CreateConnection.KAFKA),
         options=st.lists(kafka_connection_options, min_size=1, max_size=4).map(tuple),
         if_not_exists=st.booleans(),
+        validate=st.sampled_from([None, True, False]),
     ),
     st.builds(
         ast.CreateConnection,
@@ -133,6 +134,7 @@ create_connections = st.one_of(
         connection_type=st.just(ast.CreateConnection.CONFLUENT_SCHEMA_REGISTRY),
         options=st.lists(csr_connection_options, min_size=1, max_size=4).map(tuple),
         if_not_exists=st.booleans(),
+        validate=st.sampled_from([None, True, False]),
     ),
 )
 
@@ -200,6 +202,7 @@ kafka_options = st.one_of(
     ),
     _kafka_option("START TIMESTAMP", signed_numbers),
     _kafka_option("GROUP ID PREFIX", strings),
+    _kafka_option("TOPIC METADATA REFRESH INTERVAL", strings),
 )
 kafka_option_tuples = st.lists(kafka_options, min_size=1, max_size=4).map(tuple)
 
@@ -231,6 +234,12 @@ create_sources = st.builds(
     format=st.none() | format_specs,
     include=st.lists(include_items, max_size=3).map(tuple),
     envelope=st.none() | envelopes,
+    # FOR ALL TABLES, or FOR TABLES (…)
+    external_references=st.none()
+    | st.builds(
+        ast.ExternalReferences,
+        st.lists(st.builds(ast.TableReference, object_names, optional_alias), max_size=3).map(tuple),
+    ),
     with_options=st.lists(with_options, max_size=3).map(tuple),
 )
 

@@ -85,8 +85,8 @@ class Result:
 
 class Session:
     """`check_kafka=False` never talks to Kafka for DDL: sources are planned without asking
-    whether their topic exists, connections are not validated (VALIDATE CONNECTION checks
-    nothing), and a materialized view's ingestion starts with the first
+    whether their topic exists, connections are not validated (neither at CREATE nor by
+    VALIDATE CONNECTION), and a materialized view's ingestion starts with the first
     statement that reads data rather than at CREATE (`sluice plan`, tests of planning).
     `spark_conf` (Spark settings, after those of the `SLUICE_SPARK_CONF` file) and
     `spark_ui` (run Spark's web UI) shape the process's Spark session if it starts after
@@ -451,9 +451,12 @@ class Session:
 
 
     def _validate(self, connection) -> None:
-        """Reach a Kafka connection's brokers as Materialize validates a connection."""
+        """Reach a connection's brokers or schema registry as Materialize validates a
+        connection; what failed, in Materialize's words, is an `ExternalSystemError`."""
         if connection.details.connection_type != kinds.KAFKA:
-            raise FeatureNotSupported("validating a schema registry connection is not supported")
+            login = registry_login(connection.details, self.catalog.current)
+            SchemaRegistry(connection.details.url, *(login or ())).validate()
+            return
         from sluice.kafka.client import KafkaReadError, connection_config, validate_connection
 
         options = connection_options(connection.details, self.catalog.current)

@@ -83,6 +83,8 @@ class SourceDesc:
     retained_from: tuple[tuple[int, int], ...] = ()
     start_timestamp: int | None = None
     group_id_prefix: str | None = None
+    # librdkafka's topic.metadata.refresh.interval.ms for the source's clients; None: its default.
+    topic_metadata_refresh_interval_ms: int | None = None
     # The key's columns in the relation; a multi-column key packed by INCLUDE KEY AS is one.
     key_columns: tuple[str, ...] = ()
     key_packed: bool = False

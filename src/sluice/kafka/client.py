@@ -121,7 +121,7 @@ def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> 
     """A consumer of sluice's settings; with `retry`, reconnecting by its backoff. A
     `KafkaReadError` if librdkafka refuses the connection's configuration (a value it does
     not know, a certificate it cannot read)."""
-    try:
+    with _configured():
         return Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -135,6 +135,13 @@ def consumer(bootstrap: str, config: dict, retry: RetryPolicy | None = None) -> 
                 **config,
             }
         )
+
+
+@contextmanager
+def _configured() -> Iterator[None]:
+    """A client librdkafka refuses to create for its configuration, as a `KafkaReadError`."""
+    try:
+        yield
     except (KafkaException, ValueError, TypeError) as e:
         reason = e.args[0].str() if isinstance(e, KafkaException) else str(e)
         raise KafkaReadError(f"invalid connection configuration: {reason}") from None
@@ -163,6 +170,9 @@ _VALIDATION_FAILURES = (
 _CONNECTION_RESETS = ("Send failed: ", "Receive failed: ")
 _ALL_BROKERS_DOWN = re.compile(r"(\d+)/\1 brokers are down")
 VALIDATE_TIMEOUT_SECONDS = 10.0
+# What Materialize's validation reports of a connection without a broker address: its
+# metadata request has no broker to go to.
+NO_BROKER_FAILURE = "Meta data fetch error: BrokerTransportFailure (Local: Broker transport failure)"
 
 
 def validation_failure(text: str) -> str | None:
@@ -181,11 +191,14 @@ def validate_connection(bootstrap: str, config: dict, timeout: float = VALIDATE_
     or raise `KafkaReadError` with Materialize's words for why not. A failure librdkafka
     reports (a refused port, an unknown host, a refused login) ends the wait at once; a
     broker that never answers, after `timeout`."""
+    if not any(address.strip() for address in bootstrap.split(",")):
+        raise KafkaReadError(NO_BROKER_FAILURE)
     reported: list[str] = []
-    client = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "sluice", "logger": LOG,
-         "error_cb": lambda error: reported.append(error.str()), **config}
-    )
+    with _configured():
+        client = confluent_kafka.Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "sluice", "logger": LOG,
+             "error_cb": lambda error: reported.append(error.str()), **config}
+        )
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -1,5 +1,6 @@
 """A small Confluent Schema Registry client: the latest schema of a subject, a schema
-by id, and registering a schema under a subject. Failures become `ExternalSystemError`s
+by id, registering a schema under a subject, and validating a connection (listing the
+subjects, as Materialize does). Failures become `ExternalSystemError`s
 naming the registry and the subject; `ExternalSystemUnavailable` for those that may clear
 by themselves (unreachable, timed out, 408, 429, 5xx), which a read's look-up of a writer
 schema retries under its source's `RetryPolicy`."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -75,6 +77,40 @@ class SchemaRegistry:
             raise ExternalSystemError(f"schema id {schema_id} not found in schema registry {self.url}")
         return text
 
+    def validate(self, timeout: float = TIMEOUT_SECONDS) -> None:
+        """Reach the registry as Materialize validates a connection to one — resolve its
+        host, then list its subjects — or raise an `ExternalSystemError` in Materialize's
+        words (its resolver's, then its registry client's) for why not."""
+        try:
+            socket.getaddrinfo(urllib.parse.urlsplit(self.url).hostname, None)
+        except socket.gaierror as e:
+            raise ExternalSystemError(f"failed to lookup address information: {e.strerror}") from None
+        try:
+            with urllib.request.urlopen(self._request("/subjects"), timeout=timeout) as response:
+                json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            raise ExternalSystemError(_server_error(e)) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ExternalSystemError(
+                f"transport: error sending request for url ({self.url}/subjects): {_os_reason(e)}"
+            ) from None
+        except (ValueError, RecursionError):
+            raise ExternalSystemError("transport: error decoding response body") from None
+
+    def _request(self, path: str, body: dict | None = None) -> urllib.request.Request:
+        """A GET of `path` (a POST of `body`), with the registry's login if it has one."""
+        request = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Accept": "application/vnd.schemaregistry.v1+json",
+                "Content-Type": "application/vnd.schemaregistry.v1+json",
+            },
+        )
+        if self.auth:
+            request.add_header("Authorization", self.auth)
+        return request
+
     def _get(self, path: str, what: str, timeout: float = TIMEOUT_SECONDS) -> dict | None:
         """The answer's JSON, holding a schema; None when the registry answers 404."""
         data = self._call(path, what, timeout)
@@ -87,18 +123,8 @@ class SchemaRegistry:
     ) -> dict | None:
         """The answer's JSON object to a GET (a POST of `body`); None when the registry
         answers 404."""
-        request = urllib.request.Request(
-            self.url + path,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={
-                "Accept": "application/vnd.schemaregistry.v1+json",
-                "Content-Type": "application/vnd.schemaregistry.v1+json",
-            },
-        )
-        if self.auth:
-            request.add_header("Authorization", self.auth)
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(self._request(path, body), timeout=timeout) as response:
                 data = json.loads(response.read())
         except urllib.error.HTTPError as e:
             if e.code == 404:
@@ -119,3 +145,24 @@ class SchemaRegistry:
         if not isinstance(data, dict):
             raise ExternalSystemError(f"schema registry {self.url} sent no schema for {what}")
         return data
+
+
+def _server_error(error: urllib.error.HTTPError) -> str:
+    """Materialize's registry client's words for an answer that is not a success: the
+    registry's error code and message, or the HTTP status when the body holds none."""
+    try:
+        data = json.loads(error.read())
+        return f"server error {int(data['error_code'])}: {data['message']}"
+    except (ValueError, TypeError, KeyError, RecursionError, OSError):
+        return f"server error {error.code}: unable to decode error details"
+
+
+def _os_reason(error: OSError) -> str:
+    """Why a request got no answer, as Rust prints an I/O error ("Connection refused (os
+    error 111)")."""
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, TimeoutError):
+        return "operation timed out"
+    if isinstance(reason, OSError) and reason.errno is not None and reason.strerror:
+        return f"{reason.strerror} (os error {reason.errno})"
+    return str(reason)

@@ -65,7 +65,8 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: Facts | None = None)
     facts = facts or Facts()
     if isinstance(statement, ast.Explain):
         return _explain(statement, catalog, facts)
-    if isinstance(statement, ast.CreateConnection) and statement.validate:
+    # A connection is validated unless WITH (VALIDATE = false), as Materialize's are.
+    if isinstance(statement, ast.CreateConnection) and statement.validate is not False:
         created = _create(
             statement, "CREATE CONNECTION", catalog, lambda: (connections.plan_create_connection(statement, catalog),)
         )

@@ -20,8 +20,9 @@ class CreatePlan:
 
 @dataclass(frozen=True)
 class ValidatePlan:
-    """Reach the external system of `connection` (VALIDATE CONNECTION, CREATE CONNECTION …
-    WITH (VALIDATE = true)), then carry out `then` (the connection's creation), if any."""
+    """Reach the external system of `connection` (VALIDATE CONNECTION, CREATE CONNECTION
+    unless WITH (VALIDATE = false)), then carry out `then` (the connection's creation), if
+    any."""
 
     connection: Item
     status: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import (
@@ -32,7 +33,7 @@ from sluice.catalog.types import (
     record,
     unique_columns,
 )
-from sluice.errors import InvalidParameterValue, Span
+from sluice.errors import FeatureNotSupported, InvalidParameterValue, Span
 from sluice.plan.facts import Facts
 from sluice.plan.formats import source_format
 from sluice.plan.names import check_column_names, ensure_free, item_name, resolve
@@ -58,13 +59,18 @@ DEAD_LETTER_COLUMNS = (
 # Materialize's bounds: the defaults of its system variables min_timestamp_interval and
 # max_timestamp_interval (its adapter's vars), which sluice has no way to set.
 TIMESTAMP_INTERVAL_RANGE_MS = (1000, 1000)
-_INTERVAL = re.compile(r"\s*(\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+# An interval's text: parts such as '1 hour', '-30s', '1hr 1ms', '1.5 seconds'.
+_INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 _INTERVAL_UNITS_MS = {
-    **dict.fromkeys(["", "ms", "millisecond", "milliseconds"], 1),
-    **dict.fromkeys(["s", "second", "seconds"], 1000),
-    **dict.fromkeys(["m", "min", "minute", "minutes"], 60_000),
-    **dict.fromkeys(["h", "hour", "hours"], 3_600_000),
+    **dict.fromkeys(["us", "usec", "usecs", "microsecond", "microseconds"], Fraction(1, 1000)),
+    **dict.fromkeys(["ms", "msec", "msecs", "millisecond", "milliseconds"], 1),
+    **dict.fromkeys(["s", "sec", "secs", "second", "seconds"], 1000),
+    **dict.fromkeys(["m", "min", "mins", "minute", "minutes"], 60_000),
+    **dict.fromkeys(["h", "hr", "hrs", "hour", "hours"], 3_600_000),
+    **dict.fromkeys(["d", "day", "days"], 86_400_000),
 }
+# librdkafka's topic.metadata.refresh.interval.ms is at most an hour (Materialize's bound).
+MAX_TOPIC_METADATA_REFRESH_INTERVAL_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,10 @@ class _Options:
 def plan_create_source(
     statement: ast.CreateSource, catalog: Catalog, facts: Facts
 ) -> tuple[Item, ...]:
+    if (references := statement.external_references) is not None:
+        raise FeatureNotSupported(
+            f"{references.to_sql()} is only valid for multi-output sources", span=references.span
+        )
     name = item_name(statement.name)
     ensure_free(catalog, name, statement.name.span)
     connection = resolve(catalog, statement.connection, kinds.CONNECTION)
@@ -113,6 +123,7 @@ def plan_create_source(
             span=start_timestamp.span,
         )
     group_id_prefix = kafka.get("GROUP ID PREFIX")
+    metadata_refresh_ms = _topic_metadata_refresh_interval(kafka)
 
     key_ast, value_ast = _format_parts(statement)
     envelope = statement.envelope or ast.EnvelopeNone()
@@ -170,6 +181,7 @@ def plan_create_source(
         retained_from=facts.topic_lows,
         start_timestamp=None if start_timestamp is None else int(start_timestamp.value.text),
         group_id_prefix=None if group_id_prefix is None else group_id_prefix.value.value,
+        topic_metadata_refresh_interval_ms=metadata_refresh_ms,
         key_columns=tuple(final_columns[i].name for i in range(len(key_columns))),
         key_packed=packed,
         inline_error_column=None if inline is None else final_columns[len(key_columns)].name,
@@ -382,19 +394,55 @@ def _timestamp_interval(options: _Options) -> int | None:
     return interval
 
 
+def _topic_metadata_refresh_interval(kafka: _Options) -> int | None:
+    """TOPIC METADATA REFRESH INTERVAL in milliseconds, checked as Materialize checks it
+    (an interval whose bare number counts seconds, as PostgreSQL reads one)."""
+    option = kafka.get("TOPIC METADATA REFRESH INTERVAL")
+    if option is None:
+        return None
+    interval = _interval_ms(option.value.value, bare_unit="s")
+    if interval is None:
+        raise InvalidParameterValue(
+            f"invalid TOPIC METADATA REFRESH INTERVAL '{option.value.value}'",
+            span=option.value.span,
+            hint="write an interval such as '30s' or '5 minutes'",
+        )
+    if interval < 0:
+        raise InvalidParameterValue("cannot convert negative interval to duration", span=option.value.span)
+    if interval > MAX_TOPIC_METADATA_REFRESH_INTERVAL_MS:
+        raise InvalidParameterValue(
+            "TOPIC METADATA REFRESH INTERVAL cannot be greater than 1 hour", span=option.value.span
+        )
+    return int(interval)
+
+
+def _interval_ms(text: str, bare_unit: str) -> Fraction | None:
+    """The interval `text` in milliseconds, exactly however long the number (a part without
+    a unit is in `bare_unit`); None if it is not an interval."""
+    total, position = Fraction(0), 0
+    while position < len(text):
+        match = _INTERVAL_PART.match(text, position)
+        unit = None if match is None else _INTERVAL_UNITS_MS.get((match.group(2) or bare_unit).lower())
+        if unit is None:
+            return None
+        total += Fraction(match.group(1)) * unit
+        position = match.end()
+    return total if position else None
+
+
 def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed: bool = False) -> int | None:
     """The duration option `name` in milliseconds (`default` when not given)."""
     option = options.get(name)
     if option is None:
         return default
-    match = _INTERVAL.fullmatch(option.value.value)
-    unit = None if match is None else _INTERVAL_UNITS_MS.get(match.group(2).lower())
-    if unit is None or (int(match.group(1)) == 0 and not zero_allowed):
+    interval = _interval_ms(option.value.value, bare_unit="ms")
+    duration = None if interval is None or interval < 0 else int(interval)
+    if duration is None or (duration == 0 and not zero_allowed):
         least = "" if zero_allowed else "positive "
         raise InvalidParameterValue(
             f"invalid {name} '{option.value.value}'",
             span=option.value.span,
             hint=f"write a {least}duration such as '500ms', '1s' or '2 minutes'",
         )
-    return int(match.group(1)) * unit
+    return duration
 

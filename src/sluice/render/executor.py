@@ -23,7 +23,7 @@ from sluice.catalog.items import Item
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported, SourceFailed, SparkQueryFailed, SqlError, collection_error
-from sluice.kafka.client import KafkaReadError, connection_config, offsets_for_timestamp, watermarks
+from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
 from sluice.kafka.retry import SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
@@ -31,7 +31,7 @@ from sluice.render.dead_letter_sink import new_dead_letters
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
 from sluice.render.sink import Changes, Progress, SinkEnvelope, Sinks, SinkState
-from sluice.render.source import SourceRead, retry_policy
+from sluice.render.source import SourceRead, client_config, retry_policy
 from sluice.render.spark import spark
 from sluice.render.store import Store
 from sluice.render.subscribe import Subscription
@@ -54,7 +54,7 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     connection = catalog.by_id(desc.connection).details
     brokers = ",".join(connection.brokers)
     try:
-        config = connection_config(connection_options(connection, catalog).all())
+        config = client_config(desc, connection_options(connection, catalog).all())
         retry = retry_policy(item)
         marks = watermarks(brokers, desc.topic, config, retry)
         starts = dict(desc.retained_from)

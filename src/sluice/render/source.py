@@ -152,7 +152,7 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     options = {
         "bootstrap": ",".join(connection.brokers),
         "topic": desc.topic,
-        "config": json.dumps(connection_config(kafka.clear)),
+        "config": json.dumps(client_config(desc, kafka.clear)),
         "decode": json.dumps(decode),
         "report_lost": "true",
     }
@@ -161,6 +161,15 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     if logins:
         options["decode_secret"] = json.dumps(logins)
     return options
+
+
+def client_config(desc: SourceDesc, options: dict[str, str]) -> dict[str, str]:
+    """The librdkafka configuration of the source's clients: its connection's `options`
+    (OPTION NAME → value), and its TOPIC METADATA REFRESH INTERVAL."""
+    config = connection_config(options)
+    if desc.topic_metadata_refresh_interval_ms is not None:
+        config["topic.metadata.refresh.interval.ms"] = str(desc.topic_metadata_refresh_interval_ms)
+    return config
 
 
 def retry_policy(item: Item) -> RetryPolicy:

@@ -389,6 +389,28 @@ Envelope = EnvelopeNone | EnvelopeDebezium | EnvelopeUpsert
 
 
 @dataclass(frozen=True)
+class TableReference(Node):
+    """A table of `FOR TABLES (…)`: its upstream name and the subsource's name."""
+
+    name: ObjectName
+    alias: Ident | None = None
+
+    def to_sql(self) -> str:
+        return self.name.to_sql() + _clause("AS ", self.alias)
+
+
+@dataclass(frozen=True)
+class ExternalReferences(Node):
+    """`FOR ALL TABLES` (no tables) or `FOR TABLES (…)`: Materialize's subsources of a
+    multi-output source, which a Kafka source refuses."""
+
+    tables: tuple[TableReference, ...] = ()
+
+    def to_sql(self) -> str:
+        return f"FOR TABLES ({_csv(self.tables)})" if self.tables else "FOR ALL TABLES"
+
+
+@dataclass(frozen=True)
 class CreateSource(Statement):
     name: ObjectName
     connection: ObjectName
@@ -398,6 +420,7 @@ class CreateSource(Statement):
     format: FormatSpec | None = None
     include: tuple[IncludeMetadata, ...] = ()
     envelope: Envelope | None = None
+    external_references: ExternalReferences | None = None
     with_options: tuple[WithOption, ...] = ()
 
     def to_sql(self) -> str:
@@ -416,6 +439,8 @@ class CreateSource(Statement):
             parts.append(f"INCLUDE {_csv(self.include)}")
         if self.envelope is not None:
             parts.append(f"ENVELOPE {self.envelope.to_sql()}")
+        if self.external_references is not None:
+            parts.append(self.external_references.to_sql())
         if self.with_options:
             parts.append(f"WITH ({_csv(self.with_options)})")
         return " ".join(parts)

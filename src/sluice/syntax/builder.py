@@ -35,7 +35,15 @@ _OPTION_KINDS: dict[str, type[ast.Option]] = {
         ast.ConnectionOption,
     ),
     **dict.fromkeys(
-        ["topic", "start_offset", "start_timestamp", "group_id_prefix", "topic_partition_count"], ast.KafkaOption
+        [
+            "topic",
+            "start_offset",
+            "start_timestamp",
+            "group_id_prefix",
+            "topic_partition_count",
+            "topic_metadata_refresh_interval",
+        ],
+        ast.KafkaOption,
     ),
     **dict.fromkeys(
         [
@@ -233,7 +241,8 @@ class Builder:
         )
 
     def validate_option(self, children, span):
-        return children[0].value
+        given = children[-1]  # all None for a bare VALIDATE
+        return True if given is None else given.value
 
     def validate_connection(self, children, span):
         return ast.ValidateConnection(children[0], span=span)
@@ -266,6 +275,7 @@ class Builder:
             format_spec,
             include,
             envelope,
+            external_references,
             with_options,
         ) = children
         return ast.CreateSource(
@@ -277,9 +287,20 @@ class Builder:
             format=format_spec,
             include=include or (),
             envelope=envelope,
+            external_references=external_references,
             with_options=with_options or (),
             span=span,
         )
+
+    def for_all_tables(self, children, span):
+        return ast.ExternalReferences(span=span)
+
+    def for_tables(self, children, span):
+        return ast.ExternalReferences(tuple(children), span=span)
+
+    def table_reference(self, children, span):
+        name, alias = children
+        return ast.TableReference(name, alias, span=span)
 
     def kafka_options(self, children, span):
         return tuple(children)
