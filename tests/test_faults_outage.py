@@ -1,15 +1,19 @@
 """Streams outlive transient faults (KIP-298's retry): an outage shorter than a source's
 RETRY TIMEOUT only delays its results; past it the source shows itself failed, with the
 reason, in SHOW SOURCE STATISTICS and in every query's error, and it recovers by itself
-once the fault clears — nothing lost, nothing duplicated. Real Spark, the embedded broker
-(`set_broker_down/up`) and a real schema registry server (tests/registry.py)."""
+once the fault clears — nothing lost, nothing duplicated. A topic whose offsets went
+backwards (recreated under a source) is a fault for good, until the source is created
+again. Real Spark, the embedded broker (`set_broker_down/up`, or a new one on the same
+port) and a real schema registry server (tests/registry.py)."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import socket
 import threading
 import time
+from pathlib import Path
 
 import fastavro
 import pytest
@@ -18,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sluice
-from sluice.kafka.client import transient, watermarks
+from sluice.kafka.client import OffsetsRegressed, regression, transient, watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
@@ -215,6 +219,100 @@ def test_an_idle_source_keeps_its_broker_connections(broker) -> None:
     assert len(opened) <= 1, opened
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+RECREATED = "topic was recreated: high watermark of partition 0 regressed to 3, below the committed offset 100"
+START_OVER = (
+    'the source cannot recover: to read its topic from the start, run SHOW CREATE SOURCE "src", '
+    'DROP SOURCE "src" CASCADE, then the CREATE SOURCE statement shown (and create again what CASCADE dropped)'
+)
+
+
+def assert_recreated(session: sluice.Session) -> None:
+    """The source shows the recreated topic as its reason, and every read fails with it."""
+    assert statistics(session, "src") | {"last_error_at": None} == {
+        "source": "src", "messages_read": 100, "errors": 0, "dead_lettered": 0,
+        "last_error_at": None, "status": "failed", "reason": RECREATED,
+    }
+    for query in ("SELECT count(*) FROM src", "SELECT n FROM mv", "SELECT count(*) FROM dlq"):
+        error = source_error(session, query)
+        assert (error.code, error.message, error.hint) == (
+            "58000", f'Source error: source "src" has failed: {RECREATED}', START_OVER
+        ), query
+
+
+def test_a_recreated_topic_fails_the_source_for_good_until_it_is_created_again(spark, tmp_path: Path) -> None:
+    port = free_port()
+    kafka = EmbeddedKafka(port=port)
+    try:
+        kafka.create_topic("t", 1)
+        produce(kafka.bootstrap, "t", numbered(0, 100))
+        with sluice.Session(tmp_path) as session:
+            session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+            session.execute(
+                f"CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT TEXT "
+                f"WITH (REDIRECT ERRORS = dlq, RETRY TIMEOUT = '2s', RETRY DELAY MAX = '500ms')"
+            )
+            session.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, min(text) AS first FROM src")
+            assert session.execute("SELECT n, first FROM mv").rows == [(100, "m0")]
+
+            # The topic deleted and created again: the same broker address, offsets from 0.
+            kafka.close()
+            kafka = EmbeddedKafka(port=port)
+            kafka.create_topic("t", 1)
+            produce(kafka.bootstrap, "t", [(None, b"new%d" % i) for i in range(3)])
+            # On the way it may show the new broker's topic missing for a moment.
+            assert wait_for(lambda: failed_reason(session, "src") == RECREATED), statistics(session, "src")
+            assert_recreated(session)
+
+        # A restart with the data directory kept: still failed, though the new topic has by
+        # now passed the old one's end (a stream reading on from offset 100 would misread it).
+        produce(kafka.bootstrap, "t", [(None, b"new%d" % i) for i in range(3, 203)])
+        with sluice.Session(tmp_path) as session:
+            assert_recreated(session)
+            # What the hint says to run reads the new topic from its start, all of it.
+            (create,) = session.execute('SHOW CREATE SOURCE "src"').rows
+            session.execute('DROP SOURCE "src" CASCADE')
+            session.execute(create[-1])
+            session.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, min(text) AS first FROM src")
+            assert session.execute("SELECT n, first FROM mv").rows == [(203, "new0")]
+            texts = session.execute("SELECT text FROM src").rows
+            assert sorted(texts) == sorted((f"new{i}",) for i in range(203))
+            assert statistics(session, "src")["status"] == "running"
+    finally:
+        kafka.close()
+
+
+def test_a_snapshot_of_a_store_ahead_of_its_topic_fails_rather_than_reading_it(spark, tmp_path: Path) -> None:
+    """A SELECT reading a continuously ingested source up to the offsets current when it
+    starts: committed offsets past them are the fault, whichever notices it first."""
+    port = free_port()
+    kafka = EmbeddedKafka(port=port)
+    try:
+        kafka.create_topic("t", 1)
+        produce(kafka.bootstrap, "t", numbered(0, 100))
+        with sluice.Session(tmp_path) as session:
+            session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}')")
+            session.execute("CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT TEXT")
+            session.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM src")
+            assert session.execute("SELECT count(*) FROM src").rows == [(100,)]
+        # Recreated while no session ran: the next one finds it at its stream's start.
+        kafka.close()
+        kafka = EmbeddedKafka(port=port)
+        kafka.create_topic("t", 1)
+        produce(kafka.bootstrap, "t", [(None, b"new%d" % i) for i in range(3)])
+        with sluice.Session(tmp_path) as session:
+            error = source_error(session, "SELECT count(*) FROM src")
+            assert (error.message, error.hint) == (f'Source error: source "src" has failed: {RECREATED}', START_OVER)
+            assert failed_reason(session, "src") == RECREATED
+    finally:
+        kafka.close()
+
+
 # Without Spark: the reader and the decoder wait out a fault shorter than their bound,
 # and fail with the reason past it.
 
@@ -375,3 +473,39 @@ def test_a_read_failure_is_found_again_in_any_spark_text_around_it(source, reaso
     raised = SourceUnavailable(reason, source)
     text = f"Job aborted: Traceback (most recent call last):\n  File 'x'\nsluice.kafka.retry.SourceUnavailable: {raised}\n\tat y"
     assert reason_of(text) == (source, reason)
+
+
+def test_a_range_past_the_partition_s_end_fails_as_offsets_gone_back(kafka) -> None:
+    kafka.create_topic("t", 1)
+    produce(kafka.bootstrap, "t", numbered(0, 10))
+    options = Options(kafka.bootstrap, "t", {}, retry=RetryPolicy(5, 0.5, "s"))
+    with pytest.raises(OffsetsRegressed) as info:
+        list(read_range(options, 0, 50, 60))
+    assert str(info.value) == (
+        "topic was recreated: high watermark of partition 0 regressed to 10, below offset 50 of the range being read"
+    )
+
+
+@given(
+    committed=st.dictionaries(st.integers(0, 3), st.integers(0, 1000), min_size=1),
+    moved=st.dictionaries(st.integers(0, 3), st.integers(-1000, 1000)),
+)
+def test_offsets_go_back_exactly_when_a_partition_ends_below_its_committed_offset(committed, moved) -> None:
+    highs = {p: max(offset + moved.get(p, 0), 0) for p, offset in committed.items()}
+    reason = regression(committed, highs)
+    behind = sorted(p for p, offset in committed.items() if highs[p] < offset)
+    if not behind:
+        assert reason is None
+    else:
+        p = behind[0]
+        assert reason == (
+            f"topic was recreated: high watermark of partition {p} regressed to {highs[p]}, "
+            f"below the committed offset {committed[p]}"
+        )
+    gone = {p: o for p, o in committed.items() if o > 0}
+    if gone:
+        lost = max(gone)
+        fewer = {p: h for p, h in highs.items() if p != lost}
+        assert regression(committed, fewer) == (
+            f"topic was recreated: partition count regressed from {max(committed) + 1} to {len(fewer)}"
+        )
