@@ -34,7 +34,12 @@ offsets a query must see (read-your-writes), and stops them. A stream fails when
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
 error; its supervisor then shows the source failed, with the reason, and restarts the
 stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
-source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
+source's RETRY DELAY MAX) until a restarted stream gets through a trigger. Offsets gone
+backwards (a partition's high watermark below what the source committed: its topic
+recreated, or data lost) fail it for good instead, found by its stream, by a statement
+catching up, or at its start, and recorded in its store (`Ingestion.verify`): no restart
+would read the topic's offsets below the committed ones, so it stays failed, in this
+session and the next, until the source is dropped and created again.
 """
 
 from __future__ import annotations
@@ -520,11 +525,11 @@ class Ingestion:
             query = self.query
             if query is not None and not query.isActive:
                 error = query.exception()
-                if error is not None and raised_as(error, OffsetsRegressed):
-                    self.store.fail(failure_reason(error))
-                    self._failed(failure_reason(error), recovers=False)
-                else:
-                    self._failed("the stream stopped" if error is None else failure_reason(error))
+                reason = "the stream stopped" if error is None else failure_reason(error)
+                recovers = error is None or not raised_as(error, OffsetsRegressed)
+                if not recovers:
+                    self.store.fail(reason)
+                self._failed(reason, recovers)
             elif self.fault is not None and query is not None and query.lastProgress is not None:
                 self.fault = None
             fault = self.fault
