@@ -183,11 +183,12 @@ def ingested_program(session, sql: str, source: str, *queries: str) -> tuple[str
     records = store.inspect().records
     files = {k: [str(disk(store.root) / f["path"]) for r in records for f in r["files"] if f["kind"] == k] for k in KINDS}
     # A store without commits: its backlog is what the topic holds from the source's start, and its stream starts
-    # where that ends.
+    # where that ends, which its backlog's commit has committed.
     read = snapshot_read(session.catalog.current, item.id)
     backlogs = {source: [list(r) for r in read.ranges]}
     starts = {source: {str(p): end for p, _, end in read.ranges}}
-    return text, run(session, text, files={source: files}, backlogs=backlogs, starts=starts), results
+    given = {"files": {source: files}, "backlogs": backlogs, "starts": starts, "committed": starts}
+    return text, run(session, text, **given), results
 
 
 def ingest(session, ran: dict, source: str, folder: Path) -> None:

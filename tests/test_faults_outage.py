@@ -1,28 +1,33 @@
 """Streams outlive transient faults (KIP-298's retry): an outage shorter than a source's
 RETRY TIMEOUT only delays its results; past it the source shows itself failed, with the
 reason, in SHOW SOURCE STATISTICS and in every query's error, and it recovers by itself
-once the fault clears — nothing lost, nothing duplicated. Real Spark, the embedded broker
-(`set_broker_down/up`) and a real schema registry server (tests/registry.py)."""
+once the fault clears — nothing lost, nothing duplicated. A topic whose offsets went
+backwards (recreated under a source) is a fault for good, until the source is created
+again. Real Spark, the embedded broker (`set_broker_down/up`, or a new one on the same
+port) and a real schema registry server (tests/registry.py)."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import socket
 import threading
 import time
+from pathlib import Path
 
 import fastavro
 import pytest
 from confluent_kafka import KafkaError
 from hypothesis import given
 from hypothesis import strategies as st
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import sluice
-from sluice.kafka.client import transient, watermarks
+from sluice.kafka.client import OffsetsRegressed, regression, transient, watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from sluice.kafka.reader import Options, read_range
+from sluice.kafka.reader import KafkaStreamReader, Options, read_range
 from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
 from sluice.render.failures import failure_reason
@@ -215,6 +220,109 @@ def test_an_idle_source_keeps_its_broker_connections(broker) -> None:
     assert len(opened) <= 1, opened
 
 
+class Recreatable:
+    """An embedded broker holding topic "t" that a new one on the same port can replace:
+    to a client, the topic deleted and created again, its offsets from 0."""
+
+    def __init__(self, messages) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.kafka = self._started(messages)
+
+    def _started(self, messages) -> EmbeddedKafka:
+        kafka = EmbeddedKafka(port=self.port)
+        kafka.create_topic("t", 1)
+        produce(kafka.bootstrap, "t", messages)
+        return kafka
+
+    def recreate(self, messages) -> None:
+        self.kafka.close()
+        self.kafka = self._started(messages)
+
+
+@pytest.fixture
+def recreatable(spark):
+    topic = Recreatable(numbered(0, 100))
+    try:
+        yield topic
+    finally:
+        topic.kafka.close()
+
+
+def renamed(start: int, count: int) -> list[tuple[None, bytes]]:
+    return [(None, b"new%d" % i) for i in range(start, start + count)]
+
+
+RECREATED = "topic was recreated: high watermark of partition 0 regressed to 3, below the committed offset 100"
+START_OVER = (
+    'the source cannot recover: to read its topic from the start, run SHOW CREATE SOURCE "src", '
+    'DROP SOURCE "src" CASCADE, then the CREATE SOURCE statement shown (and create again what CASCADE dropped)'
+)
+MV = "CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, min(text) AS first FROM src"
+
+
+def assert_recreated(session: sluice.Session) -> None:
+    """The source shows the recreated topic as its reason, and every read fails with it."""
+    assert statistics(session, "src") | {"last_error_at": None} == {
+        "source": "src", "messages_read": 100, "errors": 0, "dead_lettered": 0,
+        "last_error_at": None, "status": "failed", "reason": RECREATED,
+    }
+    for query in ("SELECT count(*) FROM src", "SELECT n FROM mv", "SELECT count(*) FROM dlq"):
+        error = source_error(session, query)
+        assert (error.code, error.message, error.hint) == (
+            "58000", f'Source error: source "src" has failed: {RECREATED}', START_OVER
+        ), query
+
+
+def create_source(session: sluice.Session, bootstrap: str) -> None:
+    session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}')")
+    session.execute(
+        "CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT TEXT "
+        "WITH (REDIRECT ERRORS = dlq, RETRY TIMEOUT = '2s', RETRY DELAY MAX = '500ms')"
+    )
+    session.execute(MV)
+    assert session.execute("SELECT n, first FROM mv").rows == [(100, "m0")]
+
+
+def test_a_recreated_topic_fails_the_source_for_good_until_it_is_created_again(recreatable, tmp_path: Path) -> None:
+    with sluice.Session(tmp_path) as session:
+        create_source(session, recreatable.kafka.bootstrap)
+        recreatable.recreate(renamed(0, 3))
+        # The stream notices by itself, with no statement asking, and records it for good.
+        recorded = wait_for(lambda: list(tmp_path.glob("streams/*/failed.json")))
+        assert [json.loads(f.read_text()) for f in recorded] == [{"reason": RECREATED}]
+        # On the way it may show the new broker's topic missing for a moment.
+        assert wait_for(lambda: failed_reason(session, "src") == RECREATED), statistics(session, "src")
+        assert_recreated(session)
+
+    # A restart with the data directory kept: still failed, though the new topic has by
+    # now passed the old one's end (a stream reading on from offset 100 would misread it).
+    produce(recreatable.kafka.bootstrap, "t", renamed(3, 200))
+    with sluice.Session(tmp_path) as session:
+        assert_recreated(session)
+        # What the hint says to run reads the new topic from its start, all of it.
+        (create,) = session.execute('SHOW CREATE SOURCE "src"').rows
+        session.execute('DROP SOURCE "src" CASCADE')
+        session.execute(create[-1])
+        session.execute(MV)
+        assert session.execute("SELECT n, first FROM mv").rows == [(203, "new0")]
+        assert sorted(session.execute("SELECT text FROM src").rows) == sorted((t.decode(),) for _, t in renamed(0, 203))
+        assert statistics(session, "src")["status"] == "running"
+
+
+def test_a_topic_recreated_while_no_session_ran_fails_the_next_one_s_first_read(recreatable, tmp_path: Path) -> None:
+    """The next session's stream starts from committed offsets past the topic's end: the
+    fault, found before the stream reads a thing, not a snapshot of the old topic's rows."""
+    with sluice.Session(tmp_path) as session:
+        create_source(session, recreatable.kafka.bootstrap)
+    recreatable.recreate(renamed(0, 3))
+    with sluice.Session(tmp_path) as session:
+        error = source_error(session, "SELECT n FROM mv")
+        assert (error.message, error.hint) == (f'Source error: source "src" has failed: {RECREATED}', START_OVER)
+        assert_recreated(session)
+
+
 # Without Spark: the reader and the decoder wait out a fault shorter than their bound,
 # and fail with the reason past it.
 
@@ -375,3 +483,71 @@ def test_a_read_failure_is_found_again_in_any_spark_text_around_it(source, reaso
     raised = SourceUnavailable(reason, source)
     text = f"Job aborted: Traceback (most recent call last):\n  File 'x'\nsluice.kafka.retry.SourceUnavailable: {raised}\n\tat y"
     assert reason_of(text) == (source, reason)
+
+
+def test_a_range_past_the_partition_s_end_fails_as_offsets_gone_back(kafka) -> None:
+    kafka.create_topic("t", 1)
+    produce(kafka.bootstrap, "t", numbered(0, 10))
+    options = Options(kafka.bootstrap, "t", {}, retry=RetryPolicy(5, 0.5, "s"))
+    with pytest.raises(OffsetsRegressed) as info:
+        list(read_range(options, 0, 50, 60))
+    assert str(info.value) == (
+        "topic was recreated: high watermark of partition 0 regressed to 10, below offset 50 of the range being read"
+    )
+
+
+def test_a_stream_fails_when_its_topic_ends_below_what_it_committed_not_below_its_start(kafka) -> None:
+    kafka.create_topic("t", 1)
+    produce(kafka.bootstrap, "t", numbered(0, 3))
+
+    def reader(start: int, committed: int) -> KafkaStreamReader:
+        return KafkaStreamReader(
+            {
+                "bootstrap": kafka.bootstrap,
+                "topic": "t",
+                "retry": RetryPolicy(5, 0.5, "s").to_json(),
+                "start_offsets": json.dumps({"0": start}),
+                "committed": json.dumps({"0": committed}),
+            }
+        )
+
+    gone_back = reader(100, 100)
+    with pytest.raises(OffsetsRegressed) as info:
+        gone_back.latestOffset({"0": 100}, ReadAllAvailable())
+    gone_back.stop()
+    assert str(info.value) == (
+        "topic was recreated: high watermark of partition 0 regressed to 3, below the committed offset 100"
+    )
+    # A START OFFSET past the topic's end, nothing read yet: the stream waits for it.
+    ahead = reader(50, 0)
+    assert ahead.latestOffset({"0": 50}, ReadAllAvailable()) == {"0": 3}
+    # Later starts are the ends of batches, committed: one past the topic's end is the fault.
+    assert ahead.latestOffset({"0": 3}, ReadAllAvailable()) == {"0": 3}
+    with pytest.raises(OffsetsRegressed):
+        ahead.latestOffset({"0": 4}, ReadAllAvailable())
+    ahead.stop()
+
+
+@given(
+    committed=st.dictionaries(st.integers(0, 3), st.integers(0, 1000), min_size=1),
+    moved=st.dictionaries(st.integers(0, 3), st.integers(-1000, 1000)),
+)
+def test_offsets_go_back_exactly_when_a_partition_ends_below_its_committed_offset(committed, moved) -> None:
+    highs = {p: max(offset + moved.get(p, 0), 0) for p, offset in committed.items()}
+    reason = regression(committed, highs)
+    behind = sorted(p for p, offset in committed.items() if highs[p] < offset)
+    if not behind:
+        assert reason is None
+    else:
+        p = behind[0]
+        assert reason == (
+            f"topic was recreated: high watermark of partition {p} regressed to {highs[p]}, "
+            f"below the committed offset {committed[p]}"
+        )
+    gone = {p: o for p, o in committed.items() if o > 0}
+    if gone:
+        lost = max(gone)
+        fewer = {p: h for p, h in highs.items() if p != lost}
+        assert regression(committed, fewer) == (
+            f"topic was recreated: partition count regressed from {max(committed) + 1} to {len(fewer)}"
+        )

@@ -250,16 +250,18 @@ SOURCE_ERROR = "Source error: "
 class SourceFailed(ExternalSystemError):
     """A source cannot be read: a fault outlasted its RETRY TIMEOUT, or its ingestion
     stopped on an error (and is restarted, with backoff, until the fault clears), or it
-    saw more errors than its ERROR TOLERANCE (for good: `recovers` is false)."""
+    saw more errors than its ERROR TOLERANCE or its topic's offsets went backwards (for
+    good: `recovers` is false, and `hint` says what to do, if anything)."""
 
-    def __init__(self, source: str, reason: str, *, recovers: bool = True) -> None:
+    def __init__(self, source: str, reason: str, *, recovers: bool = True, hint: str | None = None) -> None:
         reason = reason.removeprefix(SOURCE_ERROR)  # a reason that is itself a source error
         super().__init__(
             f'{SOURCE_ERROR}source "{source}" has failed: {reason}',
-            hint="the source recovers by itself once the fault clears" if recovers else None,
+            hint="the source recovers by itself once the fault clears" if recovers else hint,
         )
         self.source = source
         self.reason = reason
+        self.recovers = recovers
 
 
 class StatementTooComplex(SqlError):

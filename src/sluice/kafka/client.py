@@ -66,6 +66,32 @@ class TopicMissing(KafkaReadError):
     pass
 
 
+class OffsetsRegressed(KafkaReadError):
+    """The topic's offsets went backwards past what a source committed (a topic deleted and
+    created again, a broker restored from an older copy, a partition that lost data): what
+    the source holds is not in the topic any more, and what the topic holds below its
+    committed offsets would never be read. A fault for good, never "caught up"."""
+
+
+def regression(committed: dict[int, int], highs: dict[int, int]) -> str | None:
+    """Why a source that committed `committed` (`{partition: next offset}`) cannot go on
+    reading a topic whose high watermarks are now `highs`, or None if it can."""
+    gone = [p for p, offset in committed.items() if offset > 0 and p not in highs]
+    if gone:
+        return f"topic was recreated: partition count regressed from {max(committed) + 1} to {len(highs)}"
+    for partition, offset in sorted(committed.items()):
+        if highs.get(partition, offset) < offset:
+            return regressed(partition, highs[partition], f"the committed offset {offset}")
+    return None
+
+
+def regressed(partition: int, high: int, below: str) -> str:
+    """The words of a partition whose high watermark went below `below` (an offset, named):
+    Materialize's ("topic was recreated: high watermark of partition …"), naming the
+    offset it went below rather than the high watermark before."""
+    return f"topic was recreated: high watermark of partition {partition} regressed to {high}, below {below}"
+
+
 # CREATE CONNECTION … TO KAFKA options → librdkafka configuration properties.
 _CLIENT_PROPERTIES = {
     "SECURITY PROTOCOL": "security.protocol",

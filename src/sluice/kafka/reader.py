@@ -11,7 +11,8 @@ Spark's file sources pack small files into one task: a task costs ~0.1 s whateve
 
 Batch reads take their ranges from the `ranges` option (the session fixes them when a query
 starts, so a snapshot is exactly the offsets current at that moment). Streaming reads keep
-`{partition: next offset}` in Spark's checkpoint, never reading below `start_offsets`, and
+`{partition: next offset}` in Spark's checkpoint, never reading below `start_offsets` (and
+failing when the topic's offsets fall below those `committed`), and
 with `max_messages` a micro-batch reads about that many messages at most (`admitted`), so
 that catching up with a long backlog never needs it all in one micro-batch's memory.
 
@@ -25,7 +26,9 @@ the same; each micro-batch moves a fraction of its messages when keys repeat.
 Offsets retention deleted before they were read are never skipped silently: by default the
 read fails (Spark's `failOnDataLoss`); with `report_lost` each lost range arrives as one row
 with NULL key and value at the range's first offset and the column `lost_end` (exclusive)
-set — the only row where it is not NULL.
+set — the only row where it is not NULL. Offsets going backwards (a topic deleted and created
+again, a partition that lost data: its high watermark below what the stream has read, or
+below a range being read) fail the read with `OffsetsRegressed`, never "nothing new".
 
 Transient faults (a broker away, a leader moving, a schema registry timing out) only delay
 a read: it waits them out under the source's `RetryPolicy` (the `retry` option) and fails
@@ -47,7 +50,7 @@ from sluice.catalog import codec
 from sluice.catalog.formats import FormatDesc
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
 from sluice.kafka import client
-from sluice.kafka.client import KafkaReadError, TopicWatermarks
+from sluice.kafka.client import KafkaReadError, OffsetsRegressed, TopicWatermarks, regressed, regression
 from sluice.kafka.retry import RetryPolicy
 from pyspark.sql.datasource import (
     DataSource,
@@ -291,7 +294,10 @@ def _skip_lost(consumer, options: Options, partition: int, position: int, end: i
     """Retention deleted `position` before it was read: report `[position, low)` (or fail)
     and go on from the low watermark, which it returns."""
     where = TopicPartition(options.topic, partition)
-    low, _ = consumer.get_watermark_offsets(where, timeout=10.0, cached=False)
+    low, high = consumer.get_watermark_offsets(where, timeout=10.0, cached=False)
+    if low <= position:
+        # Not retention: the partition now ends below an offset it held when the range was fixed.
+        raise OffsetsRegressed(regressed(partition, high, f"offset {position} of the range being read"))
     if not options.report_lost:
         raise KafkaReadError(f"topic {options.topic!r} partition {partition}: " + LOST_RANGE % (position, low - 1))
     columns.add_lost(position, min(low, end))
@@ -493,6 +499,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = Options.of(options)
         self.start = {int(k): v for k, v in json.loads(options.get("start_offsets", "{}")).items()}
         self.max_messages = int(options.get("max_messages", 0))
+        # What the source had committed when the stream started (`{partition: next offset}`).
+        self.committed = {int(k): v for k, v in json.loads(options.get("committed", "{}")).items()}
+        self._first = True
         self._watermarks: TopicWatermarks | None = None
 
     def watermarks(self) -> dict[int, tuple[int, int]]:
@@ -508,7 +517,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_messages) if self.max_messages > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        highs = {str(p): high for p, (_, high) in self.watermarks().items()}
+        marks = self.watermarks()
+        if start is not None:
+            # Committed offsets the topic no longer reaches would be taken for a batch of
+            # nothing, and the topic's offsets below them never read. Spark's `start` is
+            # the end of the last batch, committed — but at the first call, where it may
+            # be a START OFFSET past the topic's end.
+            read = self.committed if self._first else {int(p): offset for p, offset in start.items()}
+            self._first = False
+            fault = regression(read, {p: high for p, (_, high) in marks.items()})
+            if fault is not None:
+                raise OffsetsRegressed(fault)
+        highs = {str(p): high for p, (_, high) in marks.items()}
         if start is None or not isinstance(limit, ReadMaxRows):
             return highs
         return admitted(start, highs, limit.max_rows)

@@ -72,7 +72,11 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     for partition, (_, high) in marks.items():
         start = starts.get(partition, 0)
         ranges.append((partition, start, max(start, high)))
-    return SourceRead(tuple(ranges), tuple((partition, low) for partition, (low, _) in marks.items()))
+    return SourceRead(
+        tuple(ranges),
+        tuple((partition, low) for partition, (low, _) in marks.items()),
+        tuple((partition, high) for partition, (_, high) in marks.items()),
+    )
 
 
 def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:
@@ -95,7 +99,7 @@ def live_stores(
     for source_id in wanted:
         streams.check(source_id)  # a failed source fails the statement at once
         read = snapshot_read(catalog, source_id)
-        streams.catch_up(source_id, {p: end for p, start, end in read.ranges if end > start}, timeout)
+        streams.catch_up(source_id, read, timeout)
         streams.running[source_id].ensure_schema()
     return {s: streams.store(s) for s in wanted}
 

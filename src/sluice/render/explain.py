@@ -5,7 +5,7 @@ calls. What is fixed only when it runs is left as variables, per source name: `r
 the offsets a snapshot reads (`[[partition, start, end], …]`, from the topic's watermarks
 when a query starts); for a source ingested continuously, `stores` (its folder),
 `backlogs` (what its ingestion commits before its stream starts), `starts` (where its
-stream starts) and `files` (per kind, the files of the commits a statement reads); and
+stream starts), `committed` (where its last commit then ends) and `files` (per kind, the files of the commits a statement reads); and
 `schema_ids`, the ids a sink's schemas get from its registry.
 
 A continuously ingested source is printed as its ingestion — its decoding, the function
@@ -53,7 +53,9 @@ VARIABLES = {
     "ranges[": "# ranges[source]: [[partition, start, end], …], each topic's offsets when the query starts",
     "stores[": "# stores[source]: its folder under <data dir>/streams; backlogs[source]: [[partition, from, to], …],\n"
     "#   what its topic holds past where its last commit ended (or where the source starts) when its\n"
-    "#   ingestion starts; starts[source]: {\"partition\": offset}, where that ends and its stream starts reading",
+    "#   ingestion starts; starts[source]: {\"partition\": offset}, where that ends and its stream starts reading;\n"
+    "#   committed[source]: {\"partition\": offset}, where its last commit then ends (its stream fails for good\n"
+    "#   if its topic's offsets fall below)",
     "files[": "# files[source][kind]: the files of that kind of the commits a statement reads, once the ingestion\n"
     "#   has committed every offset its topic held when the statement started",
     "schema_ids[": "# schema_ids[subject]: the id the schema registry gives the sink's schema registered under it",
@@ -226,7 +228,13 @@ class ExplainedStore:
         defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
         upsert = item.details.envelope != "none"
-        read = stream_read(program.spark, item, catalog, Expr((f"json.dumps(starts[{quoted}])",)))
+        read = stream_read(
+            program.spark,
+            item,
+            catalog,
+            Expr((f"json.dumps(starts[{quoted}])",)),
+            Expr((f"json.dumps(committed[{quoted}])",)),
+        )
         decode = f"{name}_messages"
         with program.function(decode, "raw", comment=f"{name}: {STREAM_UPSERT if upsert else STREAM}") as body:
             decoded = ingested_messages(Frame(body, ("raw",), dict(read.fields)), item.details)

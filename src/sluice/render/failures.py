@@ -25,10 +25,27 @@ def failure_reason(error: BaseException) -> str:
     unavailable = reason_of(text)
     if unavailable is not None:
         return unavailable[1]
-    if _TRACEBACK in text:
-        raised = _PYTHON_ERROR.search(text.rsplit(_TRACEBACK, 1)[1])
-        if raised is not None:
-            qualified, name, message = raised.groups()
-            return message.strip() if qualified.startswith("sluice.") else f"{name}: {message.strip()}"
+    found = raised(error)
+    if found is not None:
+        qualified, message = found
+        return message if qualified.startswith("sluice.") else f"{qualified.rsplit('.', 1)[-1]}: {message}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return _SPARK_CONDITION.sub("", first) or type(error).__name__
+
+
+def raised(error: BaseException) -> tuple[str, str] | None:
+    """The Python exception the failure quotes last (its qualified name and its text), if any."""
+    text = str(error)
+    if _TRACEBACK not in text:
+        return None
+    found = _PYTHON_ERROR.search(text.rsplit(_TRACEBACK, 1)[1])
+    if found is None:
+        return None
+    qualified, _, message = found.groups()
+    return qualified, message.strip()
+
+
+def raised_as(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether the failure quotes `kind` (a sluice exception) as the Python exception raised."""
+    found = raised(error)
+    return found is not None and found[0] == f"{kind.__module__}.{kind.__qualname__}"

@@ -34,7 +34,12 @@ offsets a query must see (read-your-writes), and stops them. A stream fails when
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
 error; its supervisor then shows the source failed, with the reason, and restarts the
 stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
-source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
+source's RETRY DELAY MAX) until a restarted stream gets through a trigger. Offsets gone
+backwards (a partition's high watermark below what the source committed: its topic
+recreated, or data lost) fail it for good instead, found by its stream, by a statement
+catching up, or at its start, and recorded in its store (`Ingestion.verify`): no restart
+would read the topic's offsets below the committed ones, so it stays failed, in this
+session and the next, until the source is dropped and created again.
 """
 
 from __future__ import annotations
@@ -57,9 +62,10 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
+from sluice.kafka.client import OffsetsRegressed, regression
 from sluice.kafka.reader import NAME, admitted
 from sluice.render.compaction import Compactor
-from sluice.render.failures import failure_reason
+from sluice.render.failures import failure_reason, raised_as
 from sluice.render.pyspark_code import F, with_fields
 from sluice.render.spark import activate
 from sluice.storage import Location
@@ -167,12 +173,14 @@ class UpsertChanges:
         return joined.select(*self.changes)
 
 
-def stream_read(spark: SparkSession, item: Item, catalog: Catalog, start_offsets) -> DataFrame:
-    """The source's topic as its stream reads it from `start_offsets` (the reader's
-    option: `{"partition": offset}` as JSON), to be decoded by `ingested_messages`."""
+def stream_read(spark: SparkSession, item: Item, catalog: Catalog, start_offsets, committed) -> DataFrame:
+    """The source's topic as its stream reads it from `start_offsets`, having committed
+    `committed` (the reader's options: `{"partition": offset}` as JSON), to be decoded by
+    `ingested_messages`."""
     return (
         _reader(spark.readStream, item, catalog)
         .option("start_offsets", start_offsets)
+        .option("committed", committed)
         .option("max_messages", str(max_batch_messages()))
         .load()
     )
@@ -285,13 +293,31 @@ def streaming(messages: DataFrame, commit, item: Item, checkpoint):
     )
 
 
+def start_over_hint(name: str) -> str:
+    """What a user runs to read a source's topic from its start again: Materialize's answer
+    to a topic recreated under a source, which never recovers by itself."""
+    quoted = '"' + name.replace('"', '""') + '"'
+    return (
+        f"the source cannot recover: to read its topic from the start, run SHOW CREATE SOURCE {quoted}, "
+        f"DROP SOURCE {quoted} CASCADE, then the CREATE SOURCE statement shown (and create again what "
+        "CASCADE dropped)"
+    )
+
+
+def offsets_regressed(name: str, reason: str) -> SourceFailed:
+    """The error of a source whose topic's offsets went back below its committed ones."""
+    return SourceFailed(name, reason, recovers=False, hint=start_over_hint(name))
+
+
 @dataclass
 class Fault:
-    """Why an ingestion is failed, and when its supervisor next restarts it."""
+    """Why an ingestion is failed, and when its supervisor next restarts it (never, for a
+    fault for good: `SourceFailed.recovers` false)."""
 
     reason: str
     restart_at: float
     delays: Iterator[float]
+    recovers: bool = True
 
 
 @dataclass
@@ -337,11 +363,14 @@ class Ingestion:
             self.start()
         except SourceFailed as e:
             with self.lock:
-                self._failed(e.reason)
+                self._failed(e.reason, e.recovers)
 
     def start(self) -> None:
         activate(self.spark)  # on the session's thread, or the supervisor's restarting the stream
         desc = self.desc
+        failed = self.store.failure()
+        if failed is not None:
+            raise offsets_regressed(self.item.name, failed)
         self._stop_compacting()  # the repair below may drop what it is compacting
         # Every start asks the store where to begin: it alone knows what was committed.
         read = self.read()
@@ -351,11 +380,24 @@ class Ingestion:
             desc.envelope != "none",
             lambda: dict(read.lows),
         )
+        self.verify(dict(read.highs))
         self.compactor = Compactor(self.spark, self.store, desc.envelope != "none")
         starts = self._commit_backlog(starts, {p: end for p, _, end in read.ranges})
         start_offsets = json.dumps({str(p): start for p, start in starts.items()})
-        self.messages = ingested_messages(stream_read(self.spark, self.item, self.catalog, start_offsets), desc)
+        committed = json.dumps({str(p): offset for p, offset in self.store.committed_offsets().items()})
+        raw = stream_read(self.spark, self.item, self.catalog, start_offsets, committed)
+        self.messages = ingested_messages(raw, desc)
         self.query = streaming(self.messages, self._commit, self.item, self.store.checkpoint.uri)
+
+    def verify(self, highs: dict[int, int]) -> None:
+        """Raise `SourceFailed` for good (recorded in the store, so every later start fails
+        alike) if the topic's high watermarks `highs` went back below the committed offsets:
+        the topic was recreated, or lost data, and what it holds now below them would never
+        be read — never taken for "caught up"."""
+        reason = regression(self.store.committed_offsets(), highs)
+        if reason is not None:
+            self.store.fail(reason)
+            raise offsets_regressed(self.item.name, reason)
 
     def _commit_backlog(self, starts: dict[int, int], ends: dict[int, int]) -> dict[int, int]:
         """Commit what the topic holds from `starts` up to `ends` with batch jobs, each
@@ -387,6 +429,19 @@ class Ingestion:
             context.removeJobTag(self.backlog_tag)
             self.backlog = None
         return at
+
+    def verify_running(self, highs: dict[int, int]) -> None:
+        """`verify`, the stream stopped and the ingestion failed for good if it fails: the
+        stream would read on from committed offsets the topic no longer has."""
+        try:
+            self.verify(highs)
+        except SourceFailed as e:
+            with self.lock:
+                self._stop_compacting()
+                if self.query is not None:
+                    self.query.stop()
+                self._failed(e.reason, recovers=False)
+            raise
 
     def ensure_schema(self) -> None:
         """Save the store's batch-file schema if it may not be saved yet: what reads and
@@ -461,23 +516,34 @@ class Ingestion:
             self.compactor.stop()
             self.compactor = None
 
-    def failure(self) -> str | None:
+    def failure(self) -> SourceFailed | None:
         """Why the ingestion is failed, None while it runs. A restarted stream stays
         failed until it has got through a trigger (its first progress report): one still
-        facing the fault is waiting it out in that trigger."""
+        facing the fault is waiting it out in that trigger. A stream that stopped on its
+        topic's offsets going backwards has failed for good (see `verify`)."""
         with self.lock:
             query = self.query
             if query is not None and not query.isActive:
                 error = query.exception()
-                self._failed("the stream stopped" if error is None else failure_reason(error))
+                reason = "the stream stopped" if error is None else failure_reason(error)
+                recovers = error is None or not raised_as(error, OffsetsRegressed)
+                if not recovers:
+                    self.store.fail(reason)
+                self._failed(reason, recovers)
             elif self.fault is not None and query is not None and query.lastProgress is not None:
                 self.fault = None
-            return None if self.fault is None else self.fault.reason
+            fault = self.fault
+        if fault is None:
+            return None
+        if fault.recovers:
+            return SourceFailed(self.item.name, fault.reason)
+        return offsets_regressed(self.item.name, fault.reason)
 
-    def _failed(self, reason: str) -> None:
+    def _failed(self, reason: str, recovers: bool = True) -> None:
         self.query = None
         delays = self.fault.delays if self.fault is not None else retry_policy(self.item).delays()
-        self.fault = Fault(reason, time.monotonic() + next(delays), delays)
+        restart_at = time.monotonic() + next(delays) if recovers else float("inf")
+        self.fault = Fault(reason, restart_at, delays, recovers)
 
     def supervise(self) -> None:
         """Restart the stream if it has failed and its backoff delay has passed. Starting
@@ -559,24 +625,28 @@ class Streams:
 
     def check(self, item_id: str) -> None:
         """Raise `SourceFailed` if the source's ingestion is failed."""
-        ingestion = self.running[item_id]
-        failure = ingestion.failure()
+        failure = self.running[item_id].failure()
         if failure is not None:
-            raise SourceFailed(ingestion.item.name, failure)
+            raise failure
 
-    def catch_up(self, item_id: str, targets: dict[int, int], timeout: float) -> None:
-        """Wait until the source's stream has committed every offset below `targets`."""
+    def catch_up(self, item_id: str, read: SourceRead, timeout: float) -> None:
+        """Wait until the source's stream has committed every offset `read` reads below its
+        ranges' ends (its high watermarks when it was fixed)."""
         ingestion = self.running[item_id]
         deadline = time.monotonic() + timeout
         try:
-            self._catch_up(ingestion, targets, deadline, timeout)
+            self._catch_up(ingestion, read, deadline, timeout)
         finally:
             self.catching_up.pop(item_id, None)
 
-    def _catch_up(self, ingestion: Ingestion, targets: dict[int, int], deadline: float, timeout: float) -> None:
+    def _catch_up(self, ingestion: Ingestion, source_read: SourceRead, deadline: float, timeout: float) -> None:
         item_id = ingestion.item.id
+        targets = {p: end for p, start, end in source_read.ranges if end > start}
         while True:
             self.check(item_id)
+            # Committed offsets past the high watermarks are the topic's offsets gone back,
+            # never "caught up".
+            ingestion.verify_running(dict(source_read.highs))
             seen = ingestion.commits
             read = ingestion.store.committed_offsets()
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}

@@ -69,10 +69,12 @@ class Observable:
 class SourceRead:
     """What a snapshot reads: per partition `[start, end)`. A start below the partition's
     low watermark (`lows`: per partition, the first offset retention kept when the read
-    was fixed) is kept: the reader reports the range retention deleted."""
+    was fixed) is kept: the reader reports the range retention deleted. `highs`: per
+    partition, its high watermark then (an end is never below its start)."""
 
     ranges: tuple[tuple[int, int, int], ...]
     lows: tuple[tuple[int, int], ...] = ()
+    highs: tuple[tuple[int, int], ...] = ()
 
     def ranges_option(self):
         """The reader's `ranges` option."""

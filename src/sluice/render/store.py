@@ -12,6 +12,8 @@ checkpoint through the same URIs):
     compacted/<k>/__out=<kind>/*.parquet  the base: commits 0 to k compacted
     compacted/<k>.json                  the base's record, written last
     schema.json                         the schema of the batch files
+    failed.json                         why the source failed for good, if it did: its
+                                        topic's offsets went back below the committed ones
 
 Kinds: `oks` (rows; for an upsert source, rows entering its state), `errs` (errors a query
 fails with; upsert: entering its state), `retract` (upsert: `(__p, __o)` of messages that
@@ -211,6 +213,18 @@ class Store:
         """`{partition: next offset}` the store has committed: what the stream has ingested."""
         last = self.last_commit()
         return ends(last) if last else {}
+
+    def fail(self, reason: str) -> None:
+        """Record that the source failed for good, for `reason`: every start of its stream,
+        in this session or a later one, fails with it (see `failure`)."""
+        (self.root / "failed.json").replace(json.dumps({"reason": reason}).encode())
+
+    def failure(self) -> str | None:
+        """Why the source failed for good (`fail`), or None."""
+        try:
+            return json.loads((self.root / "failed.json").read_text())["reason"]
+        except FileNotFoundError:
+            return None
 
     def has_schema(self) -> bool:
         return (self.root / "schema.json").exists()
