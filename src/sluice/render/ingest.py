@@ -34,7 +34,10 @@ offsets a query must see (read-your-writes), and stops them. A stream fails when
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
 error; its supervisor then shows the source failed, with the reason, and restarts the
 stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
-source's RETRY DELAY MAX) until a restarted stream gets through a trigger.
+source's RETRY DELAY MAX) until a restarted stream gets through a trigger. Spark failing
+to start a Python worker in time (see `failures`) is transient: a backlog's job meeting it
+runs again, and a statement waits for a stream restarted after it — both within the
+source's RETRY TIMEOUT (`Ingestion.failed`).
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.reader import NAME, admitted
 from sluice.render.compaction import Compactor
-from sluice.render.failures import failure_reason
+from sluice.kafka.retry import SourceUnavailable
+from sluice.render.failures import WORKER_LATE, failure_reason, retried
 from sluice.render.pyspark_code import F, with_fields
 from sluice.render.spark import activate
 from sluice.storage import Location
@@ -292,6 +296,7 @@ class Fault:
     reason: str
     restart_at: float
     delays: Iterator[float]
+    since: float  # when it first failed for this reason, restarts failing again included
 
 
 @dataclass
@@ -378,15 +383,20 @@ class Ingestion:
                 ranges = [[int(p), at.get(int(p), 0), to] for p, to in sorted(upto.items(), key=lambda i: int(i[0]))]
                 offsets = {p: (o, o) for p, o in at.items()} | {p: (start, to) for p, start, to in ranges}
                 try:
-                    raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
-                    self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
+                    retried(lambda: self._commit_backlog_batch(ranges, offsets), retry_policy(self.item))
                 except (PySparkException, Py4JJavaError) as e:
                     raise SourceFailed(self.item.name, failure_reason(e)) from None
+                except SourceUnavailable as e:
+                    raise SourceFailed(self.item.name, e.reason) from None
                 at.update({p: to for p, _, to in ranges})
         finally:
             context.removeJobTag(self.backlog_tag)
             self.backlog = None
         return at
+
+    def _commit_backlog_batch(self, ranges: list[list[int]], offsets) -> None:
+        raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
+        self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
 
     def ensure_schema(self) -> None:
         """Save the store's batch-file schema if it may not be saved yet: what reads and
@@ -474,10 +484,26 @@ class Ingestion:
                 self.fault = None
             return None if self.fault is None else self.fault.reason
 
+    def failed(self) -> str | None:
+        """Why a statement reading the source fails now: its `failure`, except Spark
+        failing to start a Python worker (`WORKER_LATE`) for less than the source's RETRY
+        TIMEOUT, which a statement waits out for the restarted stream (None)."""
+        reason = self.failure()
+        if reason != WORKER_LATE:
+            return reason
+        with self.lock:
+            since = self.fault.since if self.fault is not None else None
+        if since is None:
+            return None  # recovered meanwhile
+        policy = retry_policy(self.item)
+        return policy.exhausted(reason).reason if time.monotonic() - since >= policy.timeout else None
+
     def _failed(self, reason: str) -> None:
         self.query = None
-        delays = self.fault.delays if self.fault is not None else retry_policy(self.item).delays()
-        self.fault = Fault(reason, time.monotonic() + next(delays), delays)
+        now, fault = time.monotonic(), self.fault
+        delays = fault.delays if fault is not None else retry_policy(self.item).delays()
+        since = fault.since if fault is not None and fault.reason == reason else now
+        self.fault = Fault(reason, now + next(delays), delays, since)
 
     def supervise(self) -> None:
         """Restart the stream if it has failed and its backoff delay has passed. Starting
@@ -558,9 +584,9 @@ class Streams:
                 ingestion.supervise()
 
     def check(self, item_id: str) -> None:
-        """Raise `SourceFailed` if the source's ingestion is failed."""
+        """Raise `SourceFailed` if the source's ingestion is failed (`Ingestion.failed`)."""
         ingestion = self.running[item_id]
-        failure = ingestion.failure()
+        failure = ingestion.failed()
         if failure is not None:
             raise SourceFailed(ingestion.item.name, failure)
 
