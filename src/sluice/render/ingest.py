@@ -61,8 +61,8 @@ from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.reader import NAME, admitted
-from sluice.render.compaction import Compactor
 from sluice.kafka.retry import SourceUnavailable
+from sluice.render.compaction import Compactor
 from sluice.render.failures import WORKER_LATE, failure_reason, retried
 from sluice.render.pyspark_code import F, with_fields
 from sluice.render.spark import activate
