@@ -30,7 +30,7 @@ from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.kafka.reader import KafkaStreamReader, Options, read_range
 from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
-from sluice.render.failures import failure_reason
+from sluice.render.failures import WORKER_LATE, failure_reason
 from tests.registry import Registry
 
 SCHEMA = {"type": "record", "name": "r", "fields": [{"name": "n", "type": "long"}]}
@@ -424,6 +424,10 @@ def test_the_reason_of_a_spark_failure_is_never_empty() -> None:
     assert failure_reason(RuntimeError(f"Job aborted: Traceback (most recent call last):\n"
                                        f"sluice.kafka.retry.SourceUnavailable: {unavailable}\n\tat x")) == "topic 't': gone"
     assert failure_reason(RuntimeError("[SOME_CONDITION] it broke\nmore")) == "it broke"
+    # Spark failing to start a Python worker in time is told in sluice's words, however wrapped.
+    late = "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat org.apache.spark.api"
+    assert failure_reason(RuntimeError(f"[STREAM_FAILED] Query [id = 1] terminated: {late}")) == WORKER_LATE
+    assert failure_reason(RuntimeError("Timed out while waiting for the Python worker to connect back")) == WORKER_LATE
     assert failure_reason(RuntimeError("")) == "RuntimeError"
 
 

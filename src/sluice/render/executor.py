@@ -22,12 +22,21 @@ from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported, SourceFailed, SparkQueryFailed, SqlError, collection_error
+from sluice.errors import (
+    ExternalSystemUnavailable,
+    FeatureNotSupported,
+    SourceFailed,
+    SparkQueryFailed,
+    SqlError,
+    collection_error,
+)
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
-from sluice.kafka.retry import SourceUnavailable, reason_of
+from sluice.kafka.reader import DEFAULT_RETRY
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.dead_letter_sink import new_dead_letters
+from sluice.render.failures import WORKER_LATE, retried, worker_late
 from sluice.render.ingest import Streams
 from sluice.render.query import QueryRenderer
 from sluice.render.sink import Changes, Progress, SinkEnvelope, Sinks, SinkState
@@ -205,8 +214,17 @@ def run_snapshot(
     """The query's rows (projected by `shape`, given its frame)."""
     queries = renderer(catalog, tables, stores)
     with _reported(plan, catalog, queries):
-        rows = [tuple(_value(v) for v in row) for row in queries.collect(plan, shape)]
+        collected = retried(lambda: queries.collect(plan, shape), _statement_retry(plan, catalog))
+        rows = [tuple(_value(v) for v in row) for row in collected]
     return tuple(c.name for c in plan.columns), rows
+
+
+def _statement_retry(plan: QueryPlan, catalog: Catalog) -> RetryPolicy:
+    """How long a statement's Spark job waits out Spark failing to start a Python worker
+    (`failures.retried`): the longest RETRY TIMEOUT of the sources it reads, naming that
+    source in the failure past it (Kafka Connect's default, naming none, if it reads none)."""
+    sources = catalog.upstream_sources(r.item_id for r in plan.reads)
+    return max((retry_policy(catalog.by_id(s)) for s in sources), key=lambda p: p.timeout, default=DEFAULT_RETRY)
 
 
 @contextlib.contextmanager
@@ -218,6 +236,8 @@ def _reported(plan: QueryPlan, catalog: Catalog, queries: QueryRenderer) -> Iter
         raise _with_hint(e, plan, catalog)
     except (PySparkException, Py4JJavaError) as e:
         raise _with_hint(_failure(e, "query failed on Spark", queries), plan, catalog) from None
+    except SourceUnavailable as e:  # `retried` gave up
+        raise (SourceFailed(e.source, e.reason) if e.source else ExternalSystemUnavailable(e.reason)) from None
     finally:
         queries.close()
 
@@ -257,11 +277,14 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dic
 
 def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
     """A Spark failure as a source that could not be read, as the error of a collection
-    the query read, as the evaluation error PostgreSQL would have reported, as a construct
-    Spark cannot run (refused before running: 0A000), or as a failed query."""
+    the query read, as Spark failing to start a Python worker in time (`failures`), as the
+    evaluation error PostgreSQL would have reported, as a construct Spark cannot run
+    (refused before running: 0A000), or as a failed query."""
     unavailable = reason_of(str(error))
     if unavailable is not None:
         return SourceFailed(*unavailable)
+    if worker_late(error):
+        return ExternalSystemUnavailable(WORKER_LATE)
     collected = queries.error_of(error)
     if collected is not None:
         return collected

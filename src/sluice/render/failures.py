@@ -1,23 +1,59 @@
-"""What a failed Spark job or stream was failing for, in words a user can act on.
+"""What a failed Spark job or stream was failing for, in words a user can act on, and
+which failures are transient enough to run again.
 
 Spark wraps an error raised in a Python data source or a `foreachBatch` function in
 layers of its own: a `StreamingQueryException` whose `getMessage()` is empty, a task
 failure quoting the Python traceback inside Java's. The reason is found in that text:
-the `SourceUnavailable` a read raised (its own words), else the last Python exception of
-the last traceback (sluice's own by its text alone, as its texts are written for users;
-another by its name and text), else the first line of Spark's message — never nothing.
+the `SourceUnavailable` a read raised (its own words), else Spark failing to start a
+Python worker in time (`worker_late`: sluice's `WORKER_LATE`), else the last Python
+exception of the last traceback (sluice's own by its text alone, as its texts are written
+for users; another by its name and text), else the first line of Spark's message — never
+nothing.
+
+A Python worker Spark starts as a process of its own (a streaming query's Python source,
+`pyspark.sql.streaming.python_streaming_source_runner`) must connect back to the JVM
+within 10 s, a limit fixed in Spark's `PythonWorkerFactory`; it starts in ~2 s on an idle
+machine of two cores (importing pyspark and the reader), and a loaded machine misses the
+limit. That failure is transient: `retried` runs a job again that meets it, a failed
+stream is restarted by its supervisor, and a statement waits for the restarted stream
+(`ingest.Ingestion.failed`) — each within the source's RETRY TIMEOUT, past which the
+failure shows in `WORKER_LATE`'s words.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
-from sluice.kafka.retry import reason_of
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+
+from sluice.kafka.retry import RetryPolicy, TransientFault, reason_of
+
+T = TypeVar("T")
 
 _TRACEBACK = "Traceback (most recent call last):"
 # The line a Python traceback ends with: `module.ErrorName: message`, unindented.
 _PYTHON_ERROR = re.compile(r"^((?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*)): (\S.*)$", re.M)
 _SPARK_CONDITION = re.compile(r"^\[[A-Z_.]+\] ")
+# Spark's texts (4.x, `PythonWorkerFactory.createSimpleWorker`) for a Python worker that
+# did not connect back within its 10 s.
+_WORKER_LATE_TEXTS = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+WORKER_LATE = (
+    "Spark could not start a Python worker: it did not connect back within Spark's fixed "
+    "10 s limit, which a loaded machine exceeds; lighten the machine's load or give Spark "
+    "more cores"
+)
+
+
+def worker_late(error: BaseException | str) -> bool:
+    """Whether a Spark failure is a Python worker that did not start in time."""
+    text = str(error)
+    return any(late in text for late in _WORKER_LATE_TEXTS)
 
 
 def failure_reason(error: BaseException) -> str:
@@ -25,6 +61,8 @@ def failure_reason(error: BaseException) -> str:
     unavailable = reason_of(text)
     if unavailable is not None:
         return unavailable[1]
+    if worker_late(text):
+        return WORKER_LATE
     found = raised(error)
     if found is not None:
         qualified, message = found
@@ -49,3 +87,21 @@ def raised_as(error: BaseException, kind: type[BaseException]) -> bool:
     """Whether the failure quotes `kind` (a sluice exception) as the Python exception raised."""
     found = raised(error)
     return found is not None and found[0] == f"{kind.__module__}.{kind.__qualname__}"
+
+
+def retried(run: Callable[[], T], policy: RetryPolicy) -> T:
+    """`run()`'s result, run again with `policy`'s backoff while Spark fails to start a
+    Python worker for it, until that has lasted the policy's timeout: then the
+    `SourceUnavailable` of `policy.exhausted` giving `WORKER_LATE`. Any other failure is
+    raised at once. `run` must be safe to run again after a failure (a read, a commit
+    through staging)."""
+
+    def attempt(_seconds: float) -> T:
+        try:
+            return run()
+        except (PySparkException, Py4JJavaError) as e:
+            if worker_late(e):
+                raise TransientFault(WORKER_LATE) from None
+            raise
+
+    return policy.call(attempt)

@@ -39,7 +39,10 @@ backwards (a partition's high watermark below what the source committed: its top
 recreated, or data lost) fail it for good instead, found by its stream, by a statement
 catching up, or at its start, and recorded in its store (`Ingestion.verify`): no restart
 would read the topic's offsets below the committed ones, so it stays failed, in this
-session and the next, until the source is dropped and created again.
+session and the next, until the source is dropped and created again. Spark failing
+to start a Python worker in time (see `failures`) is transient: a backlog's job meeting it
+runs again, and a statement waits for a stream restarted after it — both within the
+source's RETRY TIMEOUT (`Ingestion.failed`).
 """
 
 from __future__ import annotations
@@ -64,8 +67,9 @@ from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.client import OffsetsRegressed, regression
 from sluice.kafka.reader import NAME, admitted
+from sluice.kafka.retry import SourceUnavailable
 from sluice.render.compaction import Compactor
-from sluice.render.failures import failure_reason, raised_as
+from sluice.render.failures import WORKER_LATE, failure_reason, raised_as, retried
 from sluice.render.pyspark_code import F, with_fields
 from sluice.render.spark import activate
 from sluice.storage import Location
@@ -317,6 +321,7 @@ class Fault:
     reason: str
     restart_at: float
     delays: Iterator[float]
+    since: float  # when it first failed for this reason, restarts failing again included
     recovers: bool = True
 
 
@@ -420,10 +425,11 @@ class Ingestion:
                 ranges = [[int(p), at.get(int(p), 0), to] for p, to in sorted(upto.items(), key=lambda i: int(i[0]))]
                 offsets = {p: (o, o) for p, o in at.items()} | {p: (start, to) for p, start, to in ranges}
                 try:
-                    raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
-                    self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
+                    retried(lambda: self._commit_backlog_batch(ranges, offsets), retry_policy(self.item))
                 except (PySparkException, Py4JJavaError) as e:
                     raise SourceFailed(self.item.name, failure_reason(e)) from None
+                except SourceUnavailable as e:
+                    raise SourceFailed(self.item.name, e.reason) from None
                 at.update({p: to for p, _, to in ranges})
         finally:
             context.removeJobTag(self.backlog_tag)
@@ -442,6 +448,10 @@ class Ingestion:
                     self.query.stop()
                 self._failed(e.reason, recovers=False)
             raise
+
+    def _commit_backlog_batch(self, ranges: list[list[int]], offsets) -> None:
+        raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
+        self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
 
     def ensure_schema(self) -> None:
         """Save the store's batch-file schema if it may not be saved yet: what reads and
@@ -539,11 +549,29 @@ class Ingestion:
             return SourceFailed(self.item.name, fault.reason)
         return offsets_regressed(self.item.name, fault.reason)
 
+    def failed(self) -> SourceFailed | None:
+        """Why a statement reading the source fails now: its `failure`, except Spark
+        failing to start a Python worker (`WORKER_LATE`) for less than the source's RETRY
+        TIMEOUT, which a statement waits out for the restarted stream (None)."""
+        failure = self.failure()
+        if failure is None or failure.reason != WORKER_LATE:
+            return failure
+        with self.lock:
+            since = self.fault.since if self.fault is not None else None
+        if since is None:
+            return None  # recovered meanwhile
+        policy = retry_policy(self.item)
+        if time.monotonic() - since < policy.timeout:
+            return None
+        return SourceFailed(self.item.name, policy.exhausted(WORKER_LATE).reason)
+
     def _failed(self, reason: str, recovers: bool = True) -> None:
         self.query = None
-        delays = self.fault.delays if self.fault is not None else retry_policy(self.item).delays()
-        restart_at = time.monotonic() + next(delays) if recovers else float("inf")
-        self.fault = Fault(reason, restart_at, delays, recovers)
+        now, fault = time.monotonic(), self.fault
+        delays = fault.delays if fault is not None else retry_policy(self.item).delays()
+        since = fault.since if fault is not None and fault.reason == reason else now
+        restart_at = now + next(delays) if recovers else float("inf")
+        self.fault = Fault(reason, restart_at, delays, since, recovers)
 
     def supervise(self) -> None:
         """Restart the stream if it has failed and its backoff delay has passed. Starting
@@ -624,8 +652,8 @@ class Streams:
                 ingestion.supervise()
 
     def check(self, item_id: str) -> None:
-        """Raise `SourceFailed` if the source's ingestion is failed."""
-        failure = self.running[item_id].failure()
+        """Raise `SourceFailed` if the source's ingestion is failed (`Ingestion.failed`)."""
+        failure = self.running[item_id].failed()
         if failure is not None:
             raise failure
 

@@ -5,6 +5,12 @@ logging and console progress bars are kept out of user output (its log is a file
 `settings`), Python workers run the interpreter sluice runs in (so they import sluice),
 and timestamps are UTC. The user's settings (`settings.wanted()`: `--conf`, the
 `SLUICE_SPARK_CONF` file, the web UI) come last, so they win.
+
+A local session listens on loopback only (`_loopback`): its driver, block manager and web
+UI have no authentication, and the reader options of its tasks may carry credentials. A
+cluster master (`SLUICE_SPARK_MASTER`, `--master`), Spark Connect (`SPARK_REMOTE`), or
+the user's own choice (`spark.driver.bindAddress`, `spark.driver.host`, `SPARK_LOCAL_IP`)
+leaves Spark's addresses as they say.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ from sluice.render.settings import (
 )
 
 DEFAULT_MASTER = "local[2]"
+LOOPBACK = "127.0.0.1"
+# The settings that choose where the driver listens; a user who sets one chooses for it all.
+_ADDRESS_SETTINGS = ("spark.driver.bindAddress", "spark.driver.host")
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -44,11 +53,17 @@ def spark() -> SparkSession:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             settings = wanted()
+            master = os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER)
+            loopback = _loopback(master, settings)
+            if loopback:
+                # Read by the JVM at launch: the web UI binds where it says (else every
+                # interface), and the driver's own address defaults to it.
+                os.environ["SPARK_LOCAL_IP"] = LOOPBACK
             log = log_path(settings)
             begin_start()
             try:
                 with _stderr_to(log):
-                    session = _build(settings)
+                    session = _build(master, settings, loopback)
             except BaseException:
                 started(None)
                 raise
@@ -146,8 +161,16 @@ def _cores(master: str) -> int | None:
     return int(found.group(1)) * int(found.group(2)) if found is not None else None
 
 
-def _build(settings: SparkSettings) -> SparkSession:
-    master = os.environ.get("SLUICE_SPARK_MASTER", DEFAULT_MASTER)
+def _loopback(master: str, settings: SparkSettings) -> bool:
+    """Whether the session is to listen on loopback only: a local master (`local…`,
+    `local-cluster[…]`: every JVM on this machine), no Spark Connect, and no address the
+    user chose."""
+    local = master == "local" or master.startswith(("local[", "local-cluster["))
+    chosen = "SPARK_LOCAL_IP" in os.environ or any(k in _ADDRESS_SETTINGS for k, _ in conf_pairs(settings))
+    return local and not chosen and "SPARK_REMOTE" not in os.environ
+
+
+def _build(master: str, settings: SparkSettings, loopback: bool) -> SparkSession:
     builder = (
         SparkSession.builder.master(master)
         .appName("sluice")
@@ -182,6 +205,8 @@ def _build(settings: SparkSettings) -> SparkSession:
         # mean nothing to a user, since sluice names the SQL a failure comes from itself.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
+    if loopback:
+        builder = builder.config("spark.driver.bindAddress", LOOPBACK).config("spark.driver.host", LOOPBACK)
     for key, value in conf_pairs(settings):
         builder = builder.config(key, value)
     return builder.getOrCreate()
