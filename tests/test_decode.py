@@ -18,6 +18,8 @@ from sluice.catalog.formats import AvroInline, Csv, Json
 from sluice.kafka.decode import (
     JSON_MAX_BYTES,
     AvroDecoder,
+    _CHECKED_JSON,
+    _SerdeScan,
     CsvDecoder,
     JsonDecoder,
     describe_bytes,
@@ -279,7 +281,9 @@ def test_json_that_spark_would_refuse_is_an_error() -> None:
     decoder = JsonDecoder()
     assert error_of(decoder, b"[1e400]").startswith('Failed to decode JSON: "1e400" is out of range for type numeric (')
     assert error_of(decoder, b"1" * 1001).startswith(f'Failed to decode JSON: "{"1" * 40}…" is out of range for type numeric')
-    assert error_of(decoder, b'{"x": "\\udc00"}').startswith("Failed to decode JSON: unpaired surrogate in hex escape")
+    assert error_of(decoder, b'{"x": "\\udc00"}').startswith(
+        "Failed to decode JSON: lone leading surrogate in hex escape at line 1 column 13 ("
+    )
     assert error_of(decoder, b'"\\ud83d\\ude00"') is None
     assert error_of(decoder, b'{"' + b"k" * 50_001 + b'": 1}').startswith(
         "Failed to decode JSON: object key of 50001 characters exceeds the limit of 50000"
@@ -305,6 +309,121 @@ def test_jsonb_numbers_are_numerics(number: str, fits: bool) -> None:
     if not fits:
         shown = number if len(number) <= 40 else number[:40] + "…"
         assert error.startswith(f'Failed to decode JSON: "{shown}" is out of range for type numeric (')
+
+
+# serde_json's error for every kind Python's parser reports, and for what Python takes and
+# serde_json refuses, at serde_json's position: the column counts the bytes of the line up
+# to the one serde_json stopped after (or, peeking, at).
+SERDE_ERRORS = [
+    (b"", "EOF while parsing a value at line 1 column 0"),
+    (b" \n", "EOF while parsing a value at line 2 column 0"),
+    (b"{oops", "key must be a string at line 1 column 2"),
+    (b"{", "EOF while parsing an object at line 1 column 1"),
+    (b'{"a"', "EOF while parsing an object at line 1 column 4"),
+    (b'{"a" 1}', "expected `:` at line 1 column 6"),
+    (b'{"a":1 "b":2}', "expected `,` or `}` at line 1 column 8"),
+    (b'{"a":1,}', "trailing comma at line 1 column 8"),
+    (b'{"a":', "EOF while parsing a value at line 1 column 5"),
+    (b"[1 2]", "expected `,` or `]` at line 1 column 4"),
+    (b"[1,]", "trailing comma at line 1 column 4"),
+    (b"[1,", "EOF while parsing a value at line 1 column 3"),
+    (b"[1", "EOF while parsing a list at line 1 column 2"),
+    (b"[,1]", "expected value at line 1 column 2"),
+    (b"1 2", "trailing characters at line 1 column 3"),
+    (b"[1]]", "trailing characters at line 1 column 4"),
+    (b"nul", "EOF while parsing a value at line 1 column 3"),
+    (b"nulL", "expected ident at line 1 column 4"),
+    (b"NaN", "expected value at line 1 column 1"),
+    (b"[Infinity]", "expected value at line 1 column 2"),
+    (b"-Infinity", "invalid number at line 1 column 2"),
+    (b"-", "EOF while parsing a value at line 1 column 1"),
+    (b"01", "invalid number at line 1 column 2"),
+    (b"1.", "EOF while parsing a value at line 1 column 2"),
+    (b"[1.]", "invalid number at line 1 column 4"),
+    (b"1e", "EOF while parsing a value at line 1 column 2"),
+    (b"[1e]", "invalid number at line 1 column 4"),
+    (b'"abc', "EOF while parsing a string at line 1 column 4"),
+    (b'"a\tb"', "control character (\\u0000-\\u001F) found while parsing a string at line 1 column 3"),
+    (b'"\\x"', "invalid escape at line 1 column 3"),
+    (b'"\\u12G4"', "invalid escape at line 1 column 6"),
+    (b'"\\u12', "EOF while parsing a string at line 1 column 5"),
+    (b'"\\udc00"', "lone leading surrogate in hex escape at line 1 column 7"),
+    (b'"\\ud800"', "unexpected end of hex escape at line 1 column 8"),
+    (b'"\\ud800\\n"', "unexpected end of hex escape at line 1 column 9"),
+    (b'"\\ud800\\u0041"', "lone leading surrogate in hex escape at line 1 column 13"),
+    (b'"\xff"', "invalid unicode code point at line 1 column 3"),
+    (b'"\xed\xa0\x80"', "invalid unicode code point at line 1 column 5"),
+    (b"\xef\xbb\xbf{}", "expected value at line 1 column 1"),
+    (b'{"a":\n  [1,\n   2 3]}', "expected `,` or `]` at line 3 column 6"),
+    (b"[" * 128, "recursion limit exceeded at line 1 column 128"),
+    (b"[1, x" + b"[" * 200, "expected value at line 1 column 5"),
+    (b"[1000000000000000000000000000000e9]", '"1000000000000000000000000000000e9" is out of range for type numeric'),
+    (b"[1e99999999999999999999]", '"1e99999999999999999999" is out of range for type numeric'),
+]
+
+
+@pytest.mark.parametrize("payload, text", SERDE_ERRORS)
+def test_json_errors_are_serde_jsons(payload: bytes, text: str) -> None:
+    assert error_of(JsonDecoder(), payload) == f"Failed to decode JSON: {text} {describe_bytes(payload)}"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet='[]{}",:0123456789.eE+- \ntrufalsn\\/u', max_size=24))
+def test_serde_scan_agrees_with_pythons_parser(text: str) -> None:
+    """Where both decide alike (the alphabet spells no NaN, no surrogate; the checked
+    parser refuses numbers out of range), serde_json's reading accepts what Python's does."""
+    try:
+        _CHECKED_JSON.decode(text)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert (_SerdeScan(text.encode()).problem() is None) == accepted
+
+
+@st.composite
+def spelled_numbers(draw) -> tuple[list[str], int]:
+    """Spellings of one number `digits` × 10^exponent, and the power of ten of its leading
+    digit."""
+    digits = str(draw(st.integers(1, 10**45)))
+    exponent = draw(st.integers(-90, 90) | st.integers(-(10**15), 10**15))
+    leading = len(digits) - 1 + exponent
+    sign = draw(st.sampled_from(["", "-"]))
+    zeros = draw(st.integers(0, 45))
+    spellings = [
+        f"{digits}e{exponent}",
+        f"{digits[0]}.{digits[1:]}E{leading:+}" if len(digits) > 1 else f"{digits}E{leading:+}",
+        f"{digits}{'0' * zeros}e{exponent - zeros}",
+        f"0.{'0' * zeros}{digits}e{exponent + zeros + len(digits)}",
+        f"{digits}e{'-' if exponent < 0 else ''}{'0' * zeros}{abs(exponent)}",
+    ]
+    if 0 <= exponent <= 90:
+        spellings.append(digits + "0" * exponent)
+    elif -90 <= exponent < 0:
+        point = len(digits) + exponent
+        spellings.append(f"{digits[:point]}.{digits[point:]}" if point > 0 else f"0.{'0' * -point}{digits}")
+    return [sign + s for s in spellings], leading
+
+
+@settings(max_examples=400, deadline=None)
+@given(spelled_numbers())
+@example((["1000000000000000000000000000000e9", "1e39", "0.1e40"], 39))
+@example((["1e-39", "0.000000000000000000000000000000000000001", "100e-41"], -39))
+@example((["9" * 39, "9.99999999999999999999999999999999999999e38"], 38))
+def test_jsonb_number_range_is_by_value_whatever_the_spelling(spelled) -> None:
+    """A number is refused exactly when its value is outside numeric's range, each
+    spelling of it alike — an exponent of any length included."""
+    spellings, leading = spelled
+    fits = -39 <= leading < 39
+    for number in spellings:
+        error = error_of(JsonDecoder(), f'{{"n": [{number}]}}'.encode())
+        assert (error is None) == fits, number
+        if not fits:
+            assert error.startswith(f'Failed to decode JSON: "{number if len(number) <= 40 else number[:40] + "…"}" is')
+
+
+def test_csv_field_of_a_mebibyte_decodes() -> None:
+    field = b"x" * (1 << 20)
+    assert outcomes(CsvDecoder(2), [field + b',"' + field + b'"']) == [([field.decode(), field.decode()], None)]
 
 
 def test_avro_defaults_of_another_type_are_taken_and_unused() -> None:

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.kafka.client import watermarks
+from sluice.kafka.decode import describe_bytes
 from sluice.kafka.embedded import EmbeddedKafka, produce
+from tests.test_decode import SERDE_ERRORS
 
 AVRO = {"type": "record", "name": "r", "fields": [
     {"name": "a", "type": "long"}, {"name": "b", "type": ["null", "string"]}]}
@@ -78,12 +80,45 @@ def test_json(session, kafka) -> None:
         ("null", 1),
     ]
     assert rows(session, "SELECT message FROM ONLY ERRORS s ORDER BY message") == [
-        ('Decode error: Failed to decode JSON: Expecting property name enclosed in double quotes: '
-         'line 1 column 2 (char 1) (original text: {, original bytes: "7b")',),
-        ('Decode error: Failed to decode JSON: Extra data: line 1 column 3 (char 2) '
+        ('Decode error: Failed to decode JSON: EOF while parsing an object at line 1 column 1 '
+         '(original text: {, original bytes: "7b")',),
+        ('Decode error: Failed to decode JSON: invalid unicode code point at line 1 column 3 '
+         '(original bytes: "22ff22")',),
+        ('Decode error: Failed to decode JSON: trailing characters at line 1 column 3 '
          '(original text: 1 2, original bytes: "312032")',),
-        ('Decode error: Failed to decode JSON: invalid UTF-8 at byte 1 (original bytes: "22ff22")',),
     ]
+
+
+def test_json_errors_are_serde_jsons(session, kafka) -> None:
+    """Every kind of JSON error through a real source, in serde_json's words at its line and
+    column (the byte where it stopped), as Materialize prints them."""
+    source(session, kafka, [(None, payload) for payload, _ in SERDE_ERRORS], "FORMAT JSON")
+    expected = sorted(f"Decode error: Failed to decode JSON: {text} {describe_bytes(payload)}" for payload, text in SERDE_ERRORS)
+    assert [m for (m,) in rows(session, "SELECT message FROM ONLY ERRORS s ORDER BY message")] == expected
+
+
+def test_json_numbers_are_refused_by_value_whatever_the_spelling(session, kafka) -> None:
+    spellings = ["1000000000000000000000000000000e9", "0.0001e43", "1e39", "1E+0039", "10e38",
+                 "100000000000000000000000000000e8", "0.0001e42", "9.99e38", "1e-39", "0e999999999"]
+    source(session, kafka, [(None, f"[{n}]".encode()) for n in spellings], "FORMAT JSON INCLUDE OFFSET")
+    assert rows(session, 'SELECT data, "offset" FROM IGNORE ERRORS s ORDER BY 2') == [
+        ("[1e+37]", 5), ("[1e+38]", 6), ("[9.99e+38]", 7), ("[1e-39]", 8), ("[0.0]", 9)
+    ]
+    assert sorted(m for (m,) in rows(session, "SELECT message FROM ONLY ERRORS s")) == sorted(
+        f'Decode error: Failed to decode JSON: "{n}" is out of range for type numeric {describe_bytes(f"[{n}]".encode())}'
+        for n in spellings[:5]
+    )
+
+
+def test_csv_field_far_past_pythons_field_size_limit_is_a_value(session, kafka) -> None:
+    """A field of 999,000 bytes (the largest a message of the embedded broker holds, and 7½
+    times Python's default CSV field limit) is a value."""
+    field = "x" * 999_000
+    source(session, kafka, [(None, f'"{field}",y'.encode())], "FORMAT CSV WITH 2 COLUMNS")
+    assert rows(session, "SELECT length(column1), column2, column1 = repeat('x', 999000) FROM s") == [
+        (999_000, "y", True)
+    ]
+    assert rows(session, "SELECT * FROM ONLY ERRORS s") == []
 
 
 def test_csv(session, kafka) -> None:

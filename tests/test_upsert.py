@@ -15,8 +15,7 @@ from sluice.render.source import UPSERT_NULL_KEY
 
 BAD = b"{bad"
 BAD_TEXT = (
-    'Failed to decode JSON: Expecting property name enclosed in double quotes: line 1 column 2 '
-    '(char 1) (original text: {bad, original bytes: "7b626164")'
+    'Failed to decode JSON: key must be a string at line 1 column 2 (original text: {bad, original bytes: "7b626164")'
 )
 
 

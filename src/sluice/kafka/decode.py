@@ -8,7 +8,8 @@ enough for a decoder that must report every bad message. TEXT and BYTES stay Spa
 Each decoder turns a list of payloads into (data column, error column): for a payload that
 decodes, the data and a NULL error; for one that does not, NULL data and the error text
 `<kind> (original text: …, original bytes: "…")`, exactly as DESIGN §4 words it after
-`Decode error: `. NULL payloads (tombstones, missing keys) give NULL and no error.
+`Decode error: `. NULL payloads (tombstones, missing keys) give NULL and no error. A JSON
+error is serde_json's, at its line and column, as Materialize prints it.
 
 No payload makes a decoder raise, and the Arrow columns of a batch always build: what
 Arrow or Spark cannot hold is a decode error of its own message — an Avro `int` beyond 32
@@ -29,7 +30,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 import fastavro
 import pyarrow as pa
@@ -95,11 +96,12 @@ JSON_MAX_DEPTH = 127
 # What Spark's `parse_json` refuses though Python's parser accepts it (Jackson's read
 # constraints, the variant builder's size limit): refused here first, since a text this
 # decoder accepts becomes a variant on Spark, and a refusal there fails the whole task.
-# Numbers: at most 1000 characters, finite as a double (Spark reads a longer one as
-# `Infinity`, silently) and within numeric's range, as jsonb numbers are numeric in
-# Materialize (1e-39 ≤ |x| < 1e39, or 0); keys: at most 50,000 UTF-16 units. A document of at most 16 MiB
-# holds no string beyond Jackson's 20 million units and makes a variant (a few times the
-# text at most) below its 128 MiB limit.
+# Numbers: at most 1000 characters (Jackson's limit on a number's text), and by value
+# within numeric's range, as jsonb numbers are numeric in Materialize (1e-39 ≤ |x| < 1e39,
+# or 0) — Spark would read what lies beyond as a double, silently `Infinity` or 0 past a
+# double's range; keys: at most 50,000 UTF-16 units. A document of at most 16 MiB holds no
+# string beyond Jackson's 20 million units and makes a variant (a few times the text at
+# most) below its 128 MiB limit.
 JSON_MAX_BYTES = 16 * 1024 * 1024
 JSON_MAX_NUMBER_LENGTH = 1000
 NUMERIC_MAX_PRECISION = 39
@@ -108,33 +110,53 @@ JSON_MAX_KEY_LENGTH = 50_000
 # A string (an unterminated one runs to the end, so that no quote is scanned twice) or a
 # bracket.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*\\?(?:"|\Z)|[\[\]{}]', re.DOTALL)
-# A text read with every digit as 0, E as e, D as d and no signs: before a number can
-# leave numeric's range or exceed the length limit, it holds a run of 39 digits or an
-# exponent of two (`e00`); before a string holds an unpaired surrogate, an escaped
-# surrogate (`\ud`). Three substring searches, where a regular expression costs more than
-# parsing the text.
+# A text read with every digit as 0, E as e, D as d and no signs: before a string holds an
+# unpaired surrogate, it holds an escaped surrogate (`\ud`); before a number leaves
+# numeric's range or the length limit, it holds an exponent of two digits (`e00`) or a run
+# of 30 digits — with an exponent of one digit (|e| ≤ 9) the leading digit of a number
+# beyond the range stands at least 30 places from the point, so the digits before the point
+# (or the zeros after it) run to 30; a number of 1000 characters has one of the two. Three
+# substring searches, where a regular expression costs more than parsing the text.
 _SCREEN = bytes.maketrans(b"123456789ED", b"000000000ed")
-_DIGITS_RUN = b"0" * NUMERIC_MAX_PRECISION
+_DIGITS_RUN = b"0" * (NUMERIC_MAX_PRECISION - 9)
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"invalid JSON constant {name}")
 
 
+def _numeric_fits(literal: str) -> bool:
+    """Whether a JSON number's text is one jsonb and Spark hold: at most
+    JSON_MAX_NUMBER_LENGTH characters, and by value 0 or 1e-39 ≤ |x| < 1e39. The value is
+    read from the digits and the exponent together, however the number is spelled
+    (`1000e36` is `1e39`), and no number is built: an exponent costs its digits."""
+    if len(literal) > JSON_MAX_NUMBER_LENGTH:
+        return False
+    mantissa, _, exponent = literal.lower().partition("e")
+    whole, _, fraction = mantissa.lstrip("-").partition(".")
+    digits = whole + fraction
+    significant = digits.lstrip("0")
+    if not significant:
+        return True
+    # The power of ten of the leading significant digit.
+    leading = len(whole) - 1 - (len(digits) - len(significant)) + int(exponent or "0")
+    return -NUMERIC_MAX_PRECISION <= leading < NUMERIC_MAX_PRECISION
+
+
+def _out_of_range(literal: str) -> str:
+    """Materialize's text for a jsonb number numeric cannot hold."""
+    return f'"{_clipped(literal)}" is out of range for type numeric'
+
+
 def _json_number(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     """A number hook for the JSON parser refusing what Spark cannot hold."""
 
     def checked(literal: str):
-        if len(literal) <= JSON_MAX_NUMBER_LENGTH and _numeric_fits(Decimal(literal)):
+        if _numeric_fits(literal):
             return convert(literal)
-        # Materialize's text for a jsonb number numeric cannot hold.
-        raise ValueError(f'"{_clipped(literal)}" is out of range for type numeric')
+        raise ValueError(_out_of_range(literal))
 
     return checked
-
-
-def _numeric_fits(number: Decimal) -> bool:
-    return number.is_zero() or -NUMERIC_MAX_PRECISION <= number.adjusted() < NUMERIC_MAX_PRECISION
 
 
 # Made once: `json.loads` with hooks makes a parser per call, costing a third of a parse.
@@ -144,57 +166,55 @@ _CHECKED_JSON = json.JSONDecoder(
 )
 
 
-def _nesting_problem(text: str) -> str | None:
-    """serde_json's complaint about the bracket that nests deeper than JSON_MAX_DEPTH."""
+def _too_deep(text: str) -> bool:
+    """Whether a bracket of `text` nests deeper than JSON_MAX_DEPTH."""
     if len(text) <= JSON_MAX_DEPTH or text.count("[") + text.count("{") <= JSON_MAX_DEPTH:
-        return None
+        return False
     depth = 0
     for token in _JSON_TOKEN.finditer(text):
         first = text[token.start()]
         if first in "[{":
             depth += 1
             if depth > JSON_MAX_DEPTH:
-                at = token.start()
-                line = text.count("\n", 0, at) + 1
-                column = at - text.rfind("\n", 0, at)
-                return f"recursion limit exceeded at line {line} column {column}"
+                return True
         elif first in "]}":
             depth -= 1
-    return None
+    return False
 
 
-def _string_problem(text: str, is_key: bool) -> str | None:
+def _string_fits(text: str, is_key: bool) -> bool:
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            return "unpaired surrogate in hex escape"
+            return False  # an unpaired surrogate
     # A code point is one or two UTF-16 units (Jackson counts units).
-    if is_key and len(text) > JSON_MAX_KEY_LENGTH // 2:
-        units = len(text.encode("utf-16-le")) // 2
-        if units > JSON_MAX_KEY_LENGTH:
-            return f"object key of {units} characters exceeds the limit of {JSON_MAX_KEY_LENGTH}"
-    return None
+    return not is_key or len(text) <= JSON_MAX_KEY_LENGTH // 2 or _utf16_units(text) <= JSON_MAX_KEY_LENGTH
 
 
-def _unrepresentable(value: Any) -> str | None:
-    """What in a parsed document Spark cannot hold: an unpaired surrogate, an overlong key."""
+def _utf16_units(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _representable(value: Any) -> bool:
+    """Whether Spark holds every string and key of a parsed document: no unpaired
+    surrogate, no overlong key."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            problem = _string_problem(item, is_key=False)
+            fits = _string_fits(item, is_key=False)
         elif isinstance(item, dict):
-            problem = next(filter(None, (_string_problem(k, is_key=True) for k in item)), None)
+            fits = all(_string_fits(k, is_key=True) for k in item)
             pending.extend(item.values())
         elif isinstance(item, list):
-            problem = None
+            fits = True
             pending.extend(item)
         else:
-            problem = None
-        if problem is not None:
-            return problem
-    return None
+            fits = True
+        if not fits:
+            return False
+    return True
 
 
 def _may_be_unrepresentable(payload: bytes) -> bool:
@@ -206,20 +226,242 @@ def _may_be_unrepresentable(payload: bytes) -> bool:
     return b"\\ud" in screened or b"e00" in screened or _DIGITS_RUN in screened
 
 
-def _json_problem(payload: bytes, text: str) -> str | None:
-    """Why `text` (`payload` decoded) is not JSON that Spark's `parse_json` takes, or None.
-    Only a text that could hold what Spark refuses is parsed with checks (slower)."""
-    problem = _nesting_problem(text)
-    if problem is not None:
-        return problem
-    try:
-        if not _may_be_unrepresentable(payload):
-            _JSON.decode(text)
-            return None
-        document = _CHECKED_JSON.decode(text)
-    except (ValueError, RecursionError) as e:
-        return str(e) or type(e).__name__
-    return _unrepresentable(document)
+class _SerdeStop(Exception):
+    """Where serde_json stops reading a text; its message is the error's text."""
+
+
+_WHITESPACE = re.compile(rb"[ \t\n\r]*")
+_PLAIN_STRING = re.compile(rb'[^"\\\x00-\x1f]*')
+_DIGITS = re.compile(rb"[0-9]*")
+_HEX_DIGITS = re.compile(rb"[0-9a-fA-F]*")
+_SIMPLE_ESCAPES = frozenset(b'"\\/bfnrt')
+_IDENT_RESTS = {ord("n"): b"ull", ord("t"): b"rue", ord("f"): b"alse"}
+_QUOTE, _BACKSLASH, _COMMA, _COLON, _MINUS, _DOT = b'"\\,:-.'
+_CLOSING = {ord("["): ord("]"), ord("{"): ord("}")}
+# serde_json's `ErrorCode` texts for what a container lacks, by its opening bracket.
+_EOF_IN = {ord("["): "EOF while parsing a list", ord("{"): "EOF while parsing an object"}
+_COMMA_OR_END = {ord("["): "expected `,` or `]`", ord("{"): "expected `,` or `}`"}
+
+
+class _SerdeScan:
+    """A JSON text read as Materialize reads a jsonb value — serde_json's
+    `Deserializer::from_slice`, any value, then `end()` — to find the first thing wrong with
+    it in serde_json's words and at its position: `<error> at line L column C`, the column
+    counting the bytes of its line up to the one serde_json stopped after (`error`) or at
+    (`peek_error`, one byte further). Where serde_json's visitor would take a value, the
+    limits of jsonb and Spark are checked (a number's range, a key's length).
+
+    Run only on a text Python's parser refuses or one that may hold what Spark refuses: it
+    reads a byte at a time where it must (its regular expressions skip the rest), and keeps
+    the open containers on a list, not the stack."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0  # the next byte to read, as serde_json's `SliceRead::index`
+
+    def problem(self) -> str | None:
+        try:
+            self.document()
+        except _SerdeStop as stop:
+            return str(stop)
+        return None
+
+    def stop(self, code: str, at: int | None = None) -> NoReturn:
+        at = self.at if at is None else at
+        line_start = self.data.rfind(b"\n", 0, at) + 1
+        line = self.data.count(b"\n", 0, line_start) + 1
+        raise _SerdeStop(f"{code} at line {line} column {at - line_start}")
+
+    def stop_peeked(self, code: str) -> NoReturn:
+        self.stop(code, min(len(self.data), self.at + 1))
+
+    def next_byte(self, eof_code: str) -> int:
+        if self.at == len(self.data):
+            self.stop(eof_code)
+        self.at += 1
+        return self.data[self.at - 1]
+
+    def peek(self) -> int | None:
+        return self.data[self.at] if self.at < len(self.data) else None
+
+    def skip_whitespace(self) -> int | None:
+        self.at = _WHITESPACE.match(self.data, self.at).end()
+        return self.peek()
+
+    def document(self) -> None:
+        open_brackets: list[list] = []  # per open container: [its bracket, whether no item came yet]
+        self.value(open_brackets)
+        while open_brackets:
+            if self.next_item(open_brackets[-1]):
+                self.value(open_brackets)
+            else:
+                open_brackets.pop()
+        if self.skip_whitespace() is not None:
+            self.stop_peeked("trailing characters")
+
+    def value(self, open_brackets: list[list]) -> None:
+        """Reads a value; a container is only opened (its items are the caller's)."""
+        first = self.skip_whitespace()
+        if first is None:
+            self.stop_peeked("EOF while parsing a value")
+        if first in _CLOSING:
+            if len(open_brackets) == JSON_MAX_DEPTH:
+                self.stop_peeked("recursion limit exceeded")
+            self.at += 1
+            open_brackets.append([first, True])
+        elif first == _QUOTE:
+            self.at += 1
+            self.string(is_key=False)
+        elif first == _MINUS or 0x30 <= first <= 0x39:
+            self.number()
+        elif first in _IDENT_RESTS:
+            self.at += 1
+            for expected in _IDENT_RESTS[first]:
+                if self.next_byte("EOF while parsing a value") != expected:
+                    self.stop("expected ident")
+        else:
+            self.stop_peeked("expected value")
+
+    def next_item(self, container: list) -> bool:
+        """Whether the innermost open container has another item (an object's key and colon
+        read) rather than its end (read)."""
+        bracket, no_item_yet = container
+        found = self.skip_whitespace()
+        if found == _CLOSING[bracket]:
+            self.at += 1
+            return False
+        if found == _COMMA and not no_item_yet:
+            self.at += 1
+            found = self.skip_whitespace()
+        elif found is None:
+            self.stop_peeked(_EOF_IN[bracket])
+        elif no_item_yet:
+            container[1] = False
+        else:
+            self.stop_peeked(_COMMA_OR_END[bracket])
+        if found == _CLOSING[bracket]:
+            self.stop_peeked("trailing comma")
+        if found is None:
+            self.stop_peeked("EOF while parsing a value")
+        if bracket == ord("{"):
+            if found != _QUOTE:
+                self.stop_peeked("key must be a string")
+            self.at += 1
+            self.string(is_key=True)
+            found = self.skip_whitespace()
+            if found is None:
+                self.stop_peeked("EOF while parsing an object")
+            if found != _COLON:
+                self.stop_peeked("expected `:`")
+            self.at += 1
+        return True
+
+    def number(self) -> None:
+        """serde_json's `arbitrary_precision` scan of a number; its text, numeric's range."""
+        start = self.at
+        if self.data[self.at] == _MINUS:
+            self.at += 1
+        leading = self.next_byte("EOF while parsing a value")
+        if leading == 0x30:
+            if self.at < len(self.data) and 0x30 <= self.data[self.at] <= 0x39:
+                self.stop_peeked("invalid number")
+        elif 0x31 <= leading <= 0x39:
+            self.at = _DIGITS.match(self.data, self.at).end()
+        else:
+            self.stop("invalid number")
+        if self.peek() == _DOT:
+            self.at += 1
+            end = _DIGITS.match(self.data, self.at).end()
+            if end == self.at:
+                self.stop_peeked("invalid number" if self.at < len(self.data) else "EOF while parsing a value")
+            self.at = end
+        if self.peek() in (ord("e"), ord("E")):
+            self.at += 1
+            if self.peek() in (ord("+"), _MINUS):
+                self.at += 1
+            if not 0x30 <= self.next_byte("EOF while parsing a value") <= 0x39:
+                self.stop("invalid number")
+            self.at = _DIGITS.match(self.data, self.at).end()
+        literal = self.data[start : self.at].decode("ascii")
+        if not _numeric_fits(literal):
+            raise _SerdeStop(_out_of_range(literal))
+
+    def string(self, is_key: bool) -> None:
+        """A string's body and closing quote (serde_json's `parse_str`, which checks UTF-8 at
+        the closing quote); a key beyond Spark's length."""
+        start = self.at
+        while True:
+            self.at = _PLAIN_STRING.match(self.data, self.at).end()
+            found = self.next_byte("EOF while parsing a string")
+            if found == _QUOTE:
+                break
+            if found != _BACKSLASH:
+                self.stop("control character (\\u0000-\\u001F) found while parsing a string")
+            self.escape()
+        body = self.data[start : self.at - 1]
+        if not body.isascii():
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                self.stop("invalid unicode code point")
+        if is_key and len(body) > JSON_MAX_KEY_LENGTH:  # a UTF-16 unit takes a byte at least
+            units = _utf16_units(json.loads(self.data[start - 1 : self.at]))
+            if units > JSON_MAX_KEY_LENGTH:
+                raise _SerdeStop(f"object key of {units} characters exceeds the limit of {JSON_MAX_KEY_LENGTH}")
+
+    def escape(self) -> None:
+        """An escape after its backslash: a `\\u` escape of a surrogate must be the first of
+        a pair."""
+        kind = self.next_byte("EOF while parsing a string")
+        if kind in _SIMPLE_ESCAPES:
+            return
+        if kind != ord("u"):
+            self.stop("invalid escape")
+        unit = self.hex_escape()
+        if 0xDC00 <= unit <= 0xDFFF:
+            self.stop("lone leading surrogate in hex escape")
+        if 0xD800 <= unit <= 0xDBFF:
+            for expected in b"\\u":
+                if self.next_byte("EOF while parsing a string") != expected:
+                    self.stop("unexpected end of hex escape")
+            if not 0xDC00 <= self.hex_escape() <= 0xDFFF:
+                self.stop("lone leading surrogate in hex escape")
+
+    def hex_escape(self) -> int:
+        """The four hex digits of a `\\u` escape."""
+        if self.at + 4 > len(self.data):
+            self.at = len(self.data)
+            self.stop("EOF while parsing a string")
+        digits = _HEX_DIGITS.match(self.data, self.at, self.at + 4).end() - self.at
+        if digits < 4:
+            self.at += digits + 1
+            self.stop("invalid escape")
+        self.at += 4
+        return int(self.data[self.at - 4 : self.at], 16)
+
+
+def _json_problem(payload: bytes, text: str | None) -> str | None:
+    """Why `payload` (`text` decoded, None when it is not UTF-8) is not a JSON document that
+    jsonb and Spark's `parse_json` hold, in serde_json's words, or None.
+
+    Python's parser decides the common case fast — checking numbers and strings only in a
+    text that could hold what Spark refuses. A text it refuses, or that holds what serde_json
+    or Spark refuses though Python takes it (NaN, an unpaired surrogate, nesting past
+    serde_json's limit, a number out of range, an overlong key), is read again as
+    serde_json reads it, which names the first problem. serde_json reads only UTF-8 (bytes
+    beyond ASCII only inside strings, which it checks), so a payload that is not UTF-8
+    always has one."""
+    if text is not None:
+        try:
+            if not _too_deep(text):
+                if not _may_be_unrepresentable(payload):
+                    _JSON.decode(text)
+                    return None
+                if _representable(_CHECKED_JSON.decode(text)):
+                    return None
+        except (ValueError, RecursionError):
+            pass
+    return _SerdeScan(payload).problem()
 
 
 class JsonDecoder(_Decoder):
@@ -234,8 +476,8 @@ class JsonDecoder(_Decoder):
     def _one(payload: bytes, _index: int) -> str:
         try:
             text = payload.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DecodeFailure(f"Failed to decode JSON: invalid UTF-8 at byte {e.start}") from None
+        except UnicodeDecodeError:
+            text = None
         if len(payload) > JSON_MAX_BYTES:
             problem = f"document of {len(payload)} bytes exceeds the limit of {JSON_MAX_BYTES}"
         else:
@@ -260,6 +502,10 @@ class CsvDecoder(_Decoder):
         return decode_each(payloads, lambda payload, i: self._one(payload, offsets[i] + 1))
 
     def _one(self, payload: bytes, record: int) -> list[str]:
+        # Python's CSV reader refuses a field past a process-wide limit (128 KiB unless
+        # raised); Materialize's has none, and no field is longer than its message.
+        if len(payload) > csv.field_size_limit():
+            csv.field_size_limit(len(payload))
         try:
             text = payload.decode("utf-8")
             rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter))
