@@ -36,6 +36,8 @@ from sluice.kafka.progress import PROGRESS_TOPIC, committed_ranges
 from sluice.kafka.topics import is_embedded
 
 _POLL_SECONDS = 0.2
+# How long reading the progress topic to its end may take.
+_PROGRESS_SECONDS = 30.0
 
 
 def message_line(message) -> str:
@@ -207,15 +209,19 @@ class SinkCommits:
         return False if at < len(spans) else None
 
     def _read_records(self) -> None:
-        """Read the progress records written since the last call."""
+        """Read the progress records written since the last call: to the partition's end
+        (once reached, a short poll tells whether more came)."""
         records = []
+        deadline = time.monotonic() + _PROGRESS_SECONDS
         while True:
             try:
                 polled = self.client.consume(num_messages=500, timeout=0.05 if self.at_end else _POLL_SECONDS)
             except KafkaException as e:
                 raise ExternalSystemError(f"cannot read topic '{PROGRESS_TOPIC}': {kafka_reason(e.args[0].str())}") from None
-            if not polled:
+            if not polled and self.at_end:
                 break
+            if not polled and time.monotonic() > deadline:
+                raise ExternalSystemError(f"cannot read topic '{PROGRESS_TOPIC}': timed out")
             for message in polled:
                 error = message.error()
                 if error is None:
@@ -223,8 +229,6 @@ class SinkCommits:
                     self.at_end = False
                 elif error.code() == KafkaError._PARTITION_EOF:
                     self.at_end = True
-            if self.at_end:
-                break
         for partition, spans in committed_ranges(records, self.topic).items():
             self.floor.setdefault(partition, min(first for first, _ in spans))
             for span in spans:
