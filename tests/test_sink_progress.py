@@ -6,7 +6,6 @@ end), and the progress topic's configuration check."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
@@ -15,10 +14,9 @@ import sluice
 from sluice.errors import ExternalSystemError
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import produce
-from sluice.kafka.progress import PROGRESS_TOPIC, check_config, last_record
+from sluice.kafka.progress import PROGRESS_CONFIG, PROGRESS_TOPIC, check_config, last_record
 from sluice.kafka.topics import topic_config
-from sluice.render import sink
-from tests.sinks import read_all, read_committed
+from tests.sinks import outage_case, read_all
 
 DRAIN_SECONDS = 300
 
@@ -29,66 +27,20 @@ def _rows_reported(session: sluice.Session) -> int:
     return row[4]
 
 
-class Outage:
-    """Sets the broker down once a step has written `after` messages and they are
-    acknowledged (so they are in the log, in a transaction that cannot commit), and up
-    again `seconds` later: each broker's outage in the middle of a step's delivery."""
-
-    def __init__(self, kafka, monkeypatch, after: int, seconds: float) -> None:
-        self.kafka, self.after, self.seconds = kafka, after, seconds
-        self.produced = 0
-        self.happened = threading.Event()
-        self.over = threading.Event()
-        produce_one = sink.Delivery._produce
-
-        def produced(delivery, topic, message, on_delivery):
-            produce_one(delivery, topic, message, on_delivery)
-            self.produced += 1
-            if self.produced == self.after and not self.happened.is_set():
-                delivery.producer.flush(30)
-                kafka.set_broker_down(1)
-                self.happened.set()
-                threading.Timer(self.seconds, self._up).start()
-
-        monkeypatch.setattr(sink.Delivery, "_produce", produced)
-
-    def _up(self) -> None:
-        self.kafka.set_broker_up(1)
-        self.over.set()
-
-
 @pytest.mark.parametrize(
     ("timeout_ms", "outage_seconds"),
     [(3_000, 6.0), pytest.param(60_000, 75.0, marks=pytest.mark.long)],
     ids=["3 s timeout", "60 s timeout"],
 )
 def test_an_outage_longer_than_the_transaction_timeout_loses_and_repeats_nothing(
-    spark, kafka, tmp_path, monkeypatch, timeout_ms, outage_seconds
+    spark, kafka, tmp_path, timeout_ms, outage_seconds
 ) -> None:
-    monkeypatch.setattr(sink, "TRANSACTION_TIMEOUT_MS", timeout_ms)
-    rows = 3_000
-    outage = Outage(kafka, monkeypatch, after=1_000, seconds=outage_seconds)
-    with sluice.Session(tmp_path / "data") as session:
-        session.execute_script(
-            f"""
-            CREATE CONNECTION kafka TO KAFKA (BROKER '{kafka.bootstrap}');
-            CREATE TABLE t (a int, b text);
-            INSERT INTO t VALUES {", ".join(f"({a}, 'row {a}')" for a in range(rows))};
-            CREATE SINK s FROM t INTO KAFKA CONNECTION kafka (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT;
-            """
-        )
-        assert outage.happened.wait(DRAIN_SECONDS), "the step never reached the outage"
-        assert outage.over.wait(outage_seconds + 30)
-        session.drain_sinks(DRAIN_SECONDS)
-        reported = _rows_reported(session)
-        committed = read_committed(kafka.bootstrap, "out")
-        in_log = read_all(kafka.bootstrap, "out")
-    keys = Counter(key for key, _ in committed)
-    assert keys == Counter(b'{"a":%d}' % i for i in range(rows)), "a row lost or written twice"
-    assert reported == len(committed) == rows
+    got = outage_case(kafka, tmp_path / "data", 3_000, 1_000, outage_seconds, timeout_ms)
+    assert got.committed == Counter(b'{"a":%d}' % i for i in range(got.rows)), "a row lost or written twice"
+    assert got.reported == got.rows
     # The aborted step's acknowledged messages are still in the embedded broker's log,
     # shown to its read_committed consumers: counting them would count rows twice.
-    assert len(in_log) >= rows + outage.after
+    assert got.in_log >= got.rows + 1_000
 
 
 def test_a_restart_reads_the_last_record_alone_and_sends_nothing_again(spark, kafka, tmp_path) -> None:
@@ -177,5 +129,5 @@ def test_a_progress_topic_that_is_not_compacted_is_an_error_naming_the_setting(k
         "progress topic '_sluice-progress' has retention.ms=604800000 with cleanup.policy=compact,delete:"
         " retention.ms must be -1, or a sink's progress expires and the sink sends its whole relation again"
     )
-    check_config(dict(sink.PROGRESS_CONFIG))
+    check_config(dict(PROGRESS_CONFIG))
     check_config({"cleanup.policy": "compact", "retention.ms": "604800000"})  # compaction alone deletes nothing by age

@@ -145,6 +145,18 @@ def read_committed(bootstrap: str, topic: str, at_least: int, timeout: float) ->
     return sorted(messages, key=lambda m: (m.partition(), m.offset()))
 
 
+def _partitions_when_there(bootstrap: str, topic: str, deadline: float) -> list[int] | None:
+    while True:
+        try:
+            return sorted(watermarks(bootstrap, topic, {}))
+        except TopicMissing:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(_POLL_SECONDS)
+        except KafkaReadError as e:
+            raise ExternalSystemError(f"cannot read topic '{topic}' from kafka at {bootstrap}: {e}") from None
+
+
 class SinkCommits:
     """On an embedded broker, which messages of a sink's topic its progress records name,
     read from the progress topic as they are written (see the module's docstring)."""
