@@ -177,6 +177,7 @@ def killed_mid_transaction(work: Path, kills: int) -> KilledMidTransaction:
     """A dead-letter sink's sessions, `kills` in turn, each killed (SIGKILL) in the middle
     of a step's transaction once it has written 600 messages and they are acknowledged;
     then a session reopened on the data directory delivers the rest."""
+    work.mkdir(parents=True, exist_ok=True)
     data_dir = work / "data"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     with children_broker(5, 4_000) as (kafka, produced):
