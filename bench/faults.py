@@ -8,7 +8,9 @@ Each area measures itself in its own module and returns (figure, value) lines:
 survived, broker connections per idle source per second), `fault_store` (store damages
 tried / lost silently, kill -9 rounds / messages lost / duplicated), `fault_access` (second
 sessions refused, places a secret appears, registry-login messages decoded), `fault_inputs`
-(hostile inputs tried / answered with anything but a `SqlError`). Unlike the other benchmarks these are counts of
+(hostile inputs tried / answered with anything but a `SqlError`), `fault_sink` (rows a sink
+loses or writes twice through a broker outage longer than its transaction timeout, and dead
+letters after kills in the middle of a transaction). Unlike the other benchmarks these are counts of
 failures, not timings against hand-written PySpark: a hand-written job has no error path
 to compare against.
 """
@@ -25,9 +27,10 @@ import fault_access  # noqa: E402
 import fault_inputs  # noqa: E402
 import fault_outage  # noqa: E402
 import fault_poison  # noqa: E402
+import fault_sink  # noqa: E402
 import fault_store  # noqa: E402
 
-AREAS = (fault_poison, fault_outage, fault_store, fault_access, fault_inputs)
+AREAS = (fault_poison, fault_outage, fault_store, fault_sink, fault_access, fault_inputs)
 
 
 def main() -> None:

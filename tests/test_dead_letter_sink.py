@@ -1,11 +1,19 @@
 """Dead-letter sinks: every row of a dead-letter table is one message of the sink's topic
 in Kafka Connect's DLQ format — the bad message's own key, value and headers, then
 Connect's context headers — exactly once, also across sessions killed (SIGKILL) while
-they ingest and sink."""
+they ingest and sink, and killed in the middle of a large step's transaction (read as
+sluice's read_committed reader reads it: the embedded broker shows the killed
+transaction's messages to its own read_committed consumers)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +28,8 @@ from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.topics import ControlServer
 from sluice.render.dead_letter_sink import DeadLetters, context_headers
 from sluice.render.sink import Change, Message
-from tests.store_faults import kill_rounds
+from tests.sinks import read_all
+from tests.store_faults import ROOT, kill_rounds
 
 CHILD = Path(__file__).resolve().parent / "dead_letter_sink_child.py"
 SCRIPT = """
@@ -124,25 +133,77 @@ def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark,
             assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
 
 
+@contextlib.contextmanager
+def children_broker(seed: int, count: int) -> Iterator[tuple[EmbeddedKafka, Produced]]:
+    """An embedded broker whose control socket lets child sessions create topics, with
+    `count` messages produced to the two partitions of `n`."""
+    with EmbeddedKafka() as kafka:
+        control = ControlServer(kafka.bootstrap, kafka.create_topic)
+        try:
+            kafka.create_topic("n", 2)
+            produced = Produced(kafka.bootstrap, seed=seed)
+            produced.more(count)
+            yield kafka, produced
+        finally:
+            control.close()
+
+
 # One kill round by default; the long tier kills three sessions in turn.
 @pytest.mark.parametrize("rounds", [1, pytest.param(3, marks=pytest.mark.long)])
 def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path, rounds) -> None:
     data_dir = tmp_path / "data"
-    with EmbeddedKafka() as kafka:
-        control = ControlServer(kafka.bootstrap, kafka.create_topic)  # the children create topics
-        try:
-            kafka.create_topic("n", 2)
-            produced = Produced(kafka.bootstrap, seed=3)
-            produced.more(20)
-            kill_rounds(data_dir, produced, rounds, random.Random(3), tmp_path / "child.log", CHILD)
-            assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
-            produced.more(10)
-            with open_session(data_dir, kafka.bootstrap) as reopened:
-                reopened.execute("SELECT count(*) FROM dlq")
-                reopened.drain_sinks(120)
-                expected = produced.dead_letters()
-                got = sunk(kafka.bootstrap, len(expected))
-        finally:
-            control.close()
+    with children_broker(3, 20) as (kafka, produced):
+        kill_rounds(data_dir, produced, rounds, random.Random(3), tmp_path / "child.log", CHILD)
+        assert read_committed(kafka.bootstrap, "dead", 1, 5), "the killed sessions sank nothing"
+        produced.more(10)
+        with open_session(data_dir, kafka.bootstrap) as reopened:
+            reopened.execute("SELECT count(*) FROM dlq")
+            reopened.drain_sinks(120)
+            expected = produced.dead_letters()
+            got = sunk(kafka.bootstrap, len(expected))
     assert len(got) == len(expected), (len(got), len(expected))
     assert got == expected
+
+
+@dataclass(frozen=True)
+class KilledMidTransaction:
+    expected: list[tuple]  # the dead letters the topic must hold, each once
+    got: list[tuple]  # the topic's messages as sluice's read_committed reader reads them
+    in_log: int  # messages in the embedded broker's log, aborted ones included
+    reported: tuple  # SHOW SINKS's status and rows written
+
+
+def killed_mid_transaction(work: Path, kills: int) -> KilledMidTransaction:
+    """A dead-letter sink's sessions, `kills` in turn, each killed (SIGKILL) in the middle
+    of a step's transaction once it has written 600 messages and they are acknowledged;
+    then a session reopened on the data directory delivers the rest."""
+    work.mkdir(parents=True, exist_ok=True)
+    data_dir = work / "data"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
+    with children_broker(5, 4_000) as (kafka, produced):
+        for _ in range(kills):
+            with open(work / "child.log", "a") as errors:
+                child = subprocess.run(
+                    [sys.executable, str(CHILD), str(data_dir), kafka.bootstrap, "600"],
+                    stdout=subprocess.PIPE, stderr=errors, env=env, text=True, timeout=600,
+                )
+            assert child.returncode == -signal.SIGKILL, (child.returncode, (work / "child.log").read_text()[-3000:])
+        with open_session(data_dir, kafka.bootstrap) as reopened:
+            reopened.execute("SELECT count(*) FROM dlq")
+            reopened.drain_sinks(300)
+            (row,) = reopened.execute("SHOW SINKS").rows
+            expected = produced.dead_letters()
+            got = sunk(kafka.bootstrap, len(expected))
+            return KilledMidTransaction(expected, got, len(read_all(kafka.bootstrap, "dead")), row[3:5])
+
+
+# One session killed by default; the long tier kills a second one, which redoes the step.
+@pytest.mark.parametrize("kills", [1, pytest.param(2, marks=pytest.mark.long)])
+def test_sessions_killed_mid_transaction_sink_every_dead_letter_exactly_once(spark, tmp_path, kills) -> None:
+    outcome = killed_mid_transaction(tmp_path, kills)
+    assert len(outcome.got) == len(outcome.expected), (len(outcome.got), len(outcome.expected))
+    assert outcome.got == outcome.expected
+    assert outcome.reported == ("running", len(outcome.expected))
+    # The killed transactions' messages are in the log, and a read_committed consumer of
+    # the embedded broker returns them: counting those would count dead letters twice.
+    assert outcome.in_log > len(outcome.expected), (outcome.in_log, len(outcome.expected))

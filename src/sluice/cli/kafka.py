@@ -6,7 +6,9 @@ control socket, `kafka/topics.py`) until interrupted; `topics` and `create-topic
 (`-K SEP`: the key is before the first SEP, an empty value is a tombstone; `\\xHH` writes
 byte HH; `--format avro --schema FILE` encodes each line, a datum in Avro's JSON encoding,
 in the Confluent wire format when `--registry URL` is given); `consume T [-e]
-[--from-beginning]` prints partition, offset, key, value and headers, one message a line.
+[--from-beginning] [--isolation read_committed|read_uncommitted]` prints partition, offset,
+key, value and headers, one message a line (committed ones only unless asked:
+`kafka/consume.py`).
 Every command but `serve` talks to `--broker HOST:PORT` (default `$SLUICE_BROKER`). The
 REPL's `\\produce` takes the same options (`produce_options`) and writes through
 `produce_lines`.
@@ -193,7 +195,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         for line in consume(_broker(args), args.topic, from_beginning=args.from_beginning,
-                            exit_at_end=args.exit_at_end, stop=stop):
+                            exit_at_end=args.exit_at_end, stop=stop, isolation=args.isolation):
             print(line, flush=True)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a consumer without -e ends
@@ -231,6 +233,9 @@ def add_kafka_commands(commands: Any) -> None:
                    help="exit at the end of the topic instead of waiting for more")
     p.add_argument("--from-beginning", action="store_true",
                    help="start at the oldest message (default: only new ones)")
+    p.add_argument("--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed",
+                   help="read_committed (the default) leaves out aborted transactions' messages, on the"
+                        " embedded broker by the sinks' progress records; read_uncommitted shows all")
 
 
 def kafka_argv(argv: list[str]) -> list[str]:

@@ -17,6 +17,12 @@ librdkafka 2.16:
 * each partition keeps only its last 5 MiB of record batches (or 100,000 batches, a
   limit the size one always reaches first): older batches are deleted whole and the
   low watermark moves up;
+* transactions: it writes the commit and abort markers (an offset each), but a consumer
+  with `isolation.level=read_committed` is returned the messages of aborted and of still
+  open transactions as if committed (`kafka/progress.py` says how sluice reads sinks'
+  topics on it); it answers neither DescribeConfigs (the admin client times out waiting
+  for a controller) nor DeleteRecords ("required feature not supported by broker"), and
+  keeps no topic configuration;
 * a broker set down drops its connections and refuses new ones, and disappears from
   metadata, but keeps leading its partitions (no leader election); a client then sees
   `list_topics` block for its whole timeout and fail with "broker transport failure",

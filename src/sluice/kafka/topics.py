@@ -11,6 +11,12 @@ alone, is only reachable on this machine, is guarded by file permissions, and ne
 second port; `create_topic` uses it when the address has one, the admin API otherwise.
 An embedded broker of the calling process itself (a test's, `sluice run --embedded`'s) is
 asked directly.
+
+A topic's configuration (`cleanup.policy`, retention) is given to CreateTopics on a real
+broker and read back with DescribeConfigs (`topic_config`). The embedded broker keeps no
+topic configuration at all (its DescribeConfigs is not answered and its topics are made
+without one): there `create_topic` takes none and `topic_config` answers None —
+`is_embedded` tells a caller which it talks to.
 """
 
 from __future__ import annotations
@@ -106,10 +112,22 @@ def _read_line(connection: socket.socket) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
+def is_embedded(bootstrap: str) -> bool:
+    """Whether `bootstrap` is an embedded broker: one of this process, or a `sluice kafka
+    serve` whose control socket is there."""
+    from sluice.kafka.embedded import in_process
+
+    path = control_path(bootstrap)
+    return in_process(bootstrap) is not None or (path is not None and path.exists())
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int, config: dict | None = None, settings: dict | None = None
+) -> None:
     """Create topic `name` with `partitions` partitions on the cluster at `bootstrap`:
     directly if it is an embedded broker of this process, through its control socket if
-    it is a `sluice kafka serve`, else the admin API."""
+    it is a `sluice kafka serve`, else the admin API, with the topic configuration
+    `settings` (which an embedded broker cannot keep: see the module docstring)."""
     from sluice.kafka.embedded import in_process
 
     embedded = in_process(bootstrap)
@@ -123,7 +141,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None
             return
         except ConnectionRefusedError:  # a socket left by a server that was killed
             pass
-    _create_by_admin(bootstrap, name, partitions, config or {})
+    _create_by_admin(bootstrap, name, partitions, config or {}, settings or {})
 
 
 def _ask_control(path: Path, name: str, partitions: int) -> None:
@@ -137,7 +155,7 @@ def _ask_control(path: Path, name: str, partitions: int) -> None:
         raise ExternalSystemError(answer.get("error") or f"cannot create kafka topic '{name}'")
 
 
-def _create_by_admin(bootstrap: str, name: str, partitions: int, config: dict) -> None:
+def _create_by_admin(bootstrap: str, name: str, partitions: int, config: dict, settings: dict) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -145,13 +163,33 @@ def _create_by_admin(bootstrap: str, name: str, partitions: int, config: dict) -
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap, **config})
         futures = admin.create_topics(
-            [NewTopic(name, partitions)], request_timeout=TIMEOUT_SECONDS, operation_timeout=TIMEOUT_SECONDS
+            [NewTopic(name, partitions, config=settings)], request_timeout=TIMEOUT_SECONDS, operation_timeout=TIMEOUT_SECONDS
         )
         futures[name].result(TIMEOUT_SECONDS + 5)
     except KafkaException as e:
         raise ExternalSystemError(f"{what}: {kafka_reason(e.args[0].str())}") from None
     except Exception as e:  # a timeout, a refused configuration
         raise ExternalSystemError(f"{what}: {str(e) or type(e).__name__}") from None
+
+
+def topic_config(bootstrap: str, name: str, config: dict | None = None) -> dict[str, str] | None:
+    """Topic `name`'s configuration as the broker describes it (DescribeConfigs); None on
+    an embedded broker, which keeps none."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    if is_embedded(bootstrap):
+        return None
+    what = f"cannot describe kafka topic '{name}'"
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        entries = admin.describe_configs([resource], request_timeout=TIMEOUT_SECONDS)[resource].result(TIMEOUT_SECONDS + 5)
+    except KafkaException as e:
+        raise ExternalSystemError(f"{what}: {kafka_reason(e.args[0].str())}") from None
+    except Exception as e:  # a timeout
+        raise ExternalSystemError(f"{what}: {str(e) or type(e).__name__}") from None
+    return {entry_name: entry.value for entry_name, entry in entries.items()}
 
 
 def list_topics(bootstrap: str, config: dict | None = None) -> dict[str, int]:
