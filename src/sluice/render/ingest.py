@@ -381,7 +381,7 @@ class Ingestion:
                     raw = backlog_read(self.spark, self.item, self.catalog, json.dumps(ranges))
                     self._commit_messages(ingested_messages(raw, self.desc), None, offsets)
                 except (PySparkException, Py4JJavaError) as e:
-                    raise SourceFailed(self.item.name, failure_reason(e)) from None
+                    raise SourceFailed(self.item.name, failure_reason(e, str(self.store.root))) from None
                 at.update({p: to for p, _, to in ranges})
         finally:
             context.removeJobTag(self.backlog_tag)
@@ -469,7 +469,7 @@ class Ingestion:
             query = self.query
             if query is not None and not query.isActive:
                 error = query.exception()
-                self._failed("the stream stopped" if error is None else failure_reason(error))
+                self._failed("the stream stopped" if error is None else failure_reason(error, str(self.store.root)))
             elif self.fault is not None and query is not None and query.lastProgress is not None:
                 self.fault = None
             return None if self.fault is None else self.fault.reason
@@ -491,7 +491,7 @@ class Ingestion:
             self.launch()
         except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion
             with self.lock:
-                self._failed(failure_reason(e))
+                self._failed(failure_reason(e, str(self.store.root)))
         with self.lock:
             if self.stopped and self.query is not None:  # stopped while restarting
                 self.query.stop()

@@ -911,7 +911,7 @@ class SinkJob:
                 return
             except Exception as e:  # noqa: BLE001 - a fault fails the sink until a retry gets through
                 self.status.state = FAILED
-                self.status.error = e.message if isinstance(e, SqlError) else failure_reason(e)
+                self.status.error = e.message if isinstance(e, SqlError) else failure_reason(e, str(self.root))
             finally:
                 delivery.close()
             self._stop.wait(next(delays))
