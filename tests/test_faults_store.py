@@ -148,16 +148,7 @@ def test_a_full_disk_is_53100_and_a_source_recovers_with_nothing_lost(spark, kaf
         # The stream fails as it commits its next batch: the store (Spark's write, which
         # names no file) or a file of it (sluice's own write).
         disk_full = re.compile(rf'could not write to file "{re.escape(str(store))}(/[^"]*)?": No space left on device')
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                session.execute("SELECT count(*) FROM src")
-            except SqlError as e:
-                if e.code == "53100":
-                    break
-                assert time.monotonic() < deadline, e.message  # e.g. Python workers slow to start
-            assert time.monotonic() < deadline, "the source did not fail"
-            time.sleep(1)
+        e = _failure_with(session, "SELECT count(*) FROM src", "53100", 120)
         assert e.message.startswith('Source error: source "src" has failed: ')
         assert disk_full.fullmatch(e.message.removeprefix('Source error: source "src" has failed: '))
         assert e.hint == "the source recovers by itself once the fault clears"
@@ -178,3 +169,18 @@ def test_a_full_disk_is_53100_and_a_source_recovers_with_nothing_lost(spark, kaf
         assert session.execute("INSERT INTO tb VALUES ('y')").status == "INSERT 0 1"
         assert session.execute("SELECT a FROM tb ORDER BY a").rows == [("x",), ("y",)]
         assert session.execute("SHOW SOURCE STATISTICS FOR src").rows[0][1] == 20
+
+
+def _failure_with(session: sluice.Session, sql: str, code: str, timeout: float) -> SqlError:
+    """The first error of `sql`, run again until it fails with `code` (a source's stream
+    fails at its next commit; other failures on the way are Spark's slow Python workers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            session.execute(sql)
+        except SqlError as e:
+            if e.code == code:
+                return e
+            assert time.monotonic() < deadline, e.message
+        assert time.monotonic() < deadline, f"{sql} did not fail"
+        time.sleep(1)
