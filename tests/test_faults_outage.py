@@ -327,6 +327,8 @@ def test_the_reason_of_a_spark_failure_is_never_empty() -> None:
                   "'/d/streams/u1/commits/3.json'\n") == (
         'could not write to file "/d/streams/u1/commits/3.json": No space left on device'
     )
+    assert reason("java.io.FileNotFoundException: /d/streams/u1/batch-1/out/part-0.parquet (No space left on "
+                  "device)") == 'could not write to file "/d/streams/u1/batch-1/out/part-0.parquet": No space left on device'
 
 
 class FakeClock:

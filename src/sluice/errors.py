@@ -252,9 +252,12 @@ class DiskFull(SqlError):
 
 
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
-# PostgreSQL's words for a write that found no space (fd.c), and, as Python and Java tell
-# the same fault, an OSError's text naming its file: their file is group 1 or 2.
-_DISK_FULL = re.compile(rf'could not write to file "([^"]*)": {NO_SPACE}|{NO_SPACE}: \'([^\']*)\'')
+# PostgreSQL's words for a write that found no space (fd.c), and the same fault as Python
+# and Java tell it naming the file (an OSError; a FileNotFoundException of an open for
+# writing): the file is in one of the groups.
+_DISK_FULL = re.compile(
+    rf'could not write to file "([^"]*)": {NO_SPACE}|{NO_SPACE}: \'([^\']*)\'|(/\S*) \({NO_SPACE}\)'
+)
 
 
 def disk_full_text(path: str) -> str:

@@ -25,7 +25,7 @@ from sluice.storage import Location, LocalFiles, local
 
 ORPHANED = "orphaned"
 DATA_FOLDERS = ("streams", "sinks", "tables")
-_ITEM_ID = re.compile(r"u([0-9]+)")
+_ITEM_ID = re.compile(r"u[0-9]+")
 
 
 def set_aside(data_dir: Path, data: Location, catalog: DurableCatalog) -> list[str]:

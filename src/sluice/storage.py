@@ -282,10 +282,10 @@ class HadoopFiles:
         except Py4JJavaError as e:
             kind = e.java_exception.getClass().getName()
             message = e.java_exception.getMessage() or kind
-            if kind == "java.io.FileNotFoundException":
-                raise FileNotFoundError(message) from None
             if NO_SPACE in str(e):  # as Python's own: ENOSPC, naming the path
                 raise OSError(errno.ENOSPC, NO_SPACE, path) from None
+            if kind == "java.io.FileNotFoundException":
+                raise FileNotFoundError(message) from None
             if kind.startswith("java.io.") or ".fs." in kind or "IOException" in kind:
                 raise OSError(message) from None
             raise

@@ -145,7 +145,7 @@ class DurableCatalog:
         try:
             text = self.ids_path.read_text(encoding="ascii").strip()
         except FileNotFoundError:
-            return 1  # a data directory of an older sluice: its catalog's, and its files'
+            return 1  # none given out, or a data directory of an older sluice: the catalog's count
         except (OSError, UnicodeDecodeError) as e:
             raise CatalogCorrupt(f"cannot read {str(self.ids_path)!r}: {e}") from None
         if not text.isdigit():
