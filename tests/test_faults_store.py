@@ -184,3 +184,30 @@ def _failure_with(session: sluice.Session, sql: str, code: str, timeout: float) 
             assert time.monotonic() < deadline, e.message
         assert time.monotonic() < deadline, f"{sql} did not fail"
         time.sleep(1)
+
+
+def test_a_full_disk_fails_a_sink_with_the_disk_full_text_and_it_delivers_once_there_is_space(
+    spark, kafka, tmp_path
+) -> None:
+    """The data under a data URI on a small disk, the catalog beside it: a sink created
+    once that disk is full shows `failed` with PostgreSQL's disk-full text, and delivers
+    every row once space is freed."""
+    from tests.sinks import read_committed, upserted
+
+    kafka.create_topic("out", 1)
+    uri = f"file://{tmp_path}/disk/data"
+    with small_disk(tmp_path / "disk") as fill, sluice.Session(tmp_path / "d", data_uri=uri) as session:
+        session.execute_script(
+            f"CREATE CONNECTION k TO KAFKA (BROKER '{kafka.bootstrap}');"
+            "CREATE TABLE tb (a int); INSERT INTO tb VALUES (1), (2)"
+        )
+        fill()
+        session.execute("CREATE SINK sk FROM tb INTO KAFKA CONNECTION k (TOPIC 'out') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT")
+        ((name, status, error),) = session.drain_sinks(20)
+        folder = session.data.path.removeprefix("file://") + "/sinks/" + session.catalog.current.get("sk").id
+        assert (name, status) == ("sk", "failed")
+        assert re.fullmatch(rf'could not write to file "(file:(//)?)?{re.escape(folder)}(/[^"]*)?": No space left on device', error), error
+        for name in ("filler", "filler-bytes"):
+            (tmp_path / "disk" / name).unlink()
+        assert session.drain_sinks(120) == []
+    assert upserted(read_committed(kafka.bootstrap, "out")) == {b'{"a":1}': b'{"a":1}', b'{"a":2}': b'{"a":2}'}
