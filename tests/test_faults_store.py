@@ -144,6 +144,7 @@ def test_a_full_disk_is_53100_and_a_source_recovers_with_nothing_lost(spark, kaf
             assert (failed.value.code, failed.value.message, failed.value.hint) == (
                 "53100", f'could not write to file "{path}": No space left on device', "Check free disk space."
             )
+        assert session.catalog.current.get("t2") is None
         produce(kafka.bootstrap, "t", then)
         # The stream fails as it commits its next batch: the store (Spark's write, which
         # names no file) or a file of it (sluice's own write).
