@@ -91,6 +91,8 @@ def test_secret_values_live_in_files_of_their_own(tmp_path) -> None:
             f'files of items the catalog does not name were moved to "{moved.parent.parent}": secrets/u99'
         ]
         assert session.catalog.current.next_id == 100
+    with sluice.Session(tmp_path, check_kafka=False) as session:  # said once
+        assert (session.notices, session.catalog.current.next_id) == ([], 100)
 
 
 def test_planning_never_reads_a_secret_and_a_lost_value_is_a_loud_error(tmp_path) -> None:

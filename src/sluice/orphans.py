@@ -7,7 +7,8 @@ are left by a crash between a catalog commit and the files it concerns (a secret
 is written before the catalog names it), or — all of a later item's — when an older
 `catalog.json` is put back. They are moved to `orphaned/<UTC time>/<folder>/` in the data
 directory (the secrets) and where the data is, after `DurableCatalog.reserve` has put their
-ids out of reach of new items, and each move is named in a notice.
+ids out of reach of new items, and each move is named in a notice; then `catalog.json` is
+written again, numbering its next item past them, so that the next opening says nothing.
 
 Data under a data URI is looked through only when the catalog is older than its data
 directory (`DurableCatalog.written_next_id` below `given_out`): listing it starts Spark.
@@ -45,9 +46,17 @@ def set_aside(data_dir: Path, data: Location, catalog: DurableCatalog) -> list[s
         folders += [(data, folder) for folder in DATA_FOLDERS]
     found = [(root, folder, entry) for root, folder in folders for entry in (root / folder).children("*")]
     found = [(root, folder, entry) for root, folder, entry in found if _owner(entry.name) not in named]
-    if not found:
-        return notices
-    catalog.reserve(max((_number(entry.name) for _, _, entry in found), default=0) + 1)
+    if found:
+        catalog.reserve(max(_number(entry.name) for _, _, entry in found) + 1)
+    notices += _moved_aside(found)
+    if older or found:  # said once: catalog.json numbers its next item past them from now on
+        catalog.commit(catalog.current)
+    return notices
+
+
+def _moved_aside(found: list[tuple[Location, str, Location]]) -> list[str]:
+    """Move each `(root, folder, entry)` to `<root>/orphaned/<UTC time>/<folder>/`; the
+    notices naming them."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     moved: dict[str, list[str]] = {}
     for root, folder, entry in found:
@@ -55,11 +64,10 @@ def set_aside(data_dir: Path, data: Location, catalog: DurableCatalog) -> list[s
         target.parent.make_dirs()
         entry.move_to(target)
         moved.setdefault(str(root / ORPHANED / stamp), []).append(f"{folder}/{entry.name}")
-    for where, names in moved.items():
-        notices.append(
-            f'files of items the catalog does not name were moved to "{where}": {", ".join(sorted(names))}'
-        )
-    return notices
+    return [
+        f'files of items the catalog does not name were moved to "{where}": {", ".join(sorted(names))}'
+        for where, names in moved.items()
+    ]
 
 
 def _owner(name: str) -> str | None:
