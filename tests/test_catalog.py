@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.catalog.lock import LOCK_FILE
-from sluice.catalog.store import FILE_NAME, DurableCatalog
+from sluice.catalog.store import FILE_NAME, IDS_FILE, DurableCatalog
 from sluice.errors import CatalogCorrupt
 
 SETUP = "CREATE CONNECTION kafka TO KAFKA (BROKER 'localhost:9092')"
@@ -81,7 +81,7 @@ def test_unreadable_catalog_is_reported_and_left_alone(tmp_path, content, messag
 def test_no_temp_files_are_left_behind(tmp_path) -> None:
     session = sluice.Session(tmp_path, check_kafka=False)
     session.execute_script(SETUP + "; CREATE TABLE a (x int); DROP TABLE a")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, LOCK_FILE]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, LOCK_FILE, IDS_FILE]
     json.loads((tmp_path / FILE_NAME).read_text())
 
 
@@ -193,3 +193,79 @@ def test_a_dangling_reference_is_a_damaged_catalog_naming_the_missing_item(tmp_p
         # as the hint says: dropping the damaged item repairs the catalog
         session.execute("DROP VIEW v" if referrer == 'view "v"' else "DROP SOURCE j CASCADE")
         assert "v" not in [i.name for i in session.catalog.current]
+
+
+# -- an older catalog.json put back ------------------------------------------------------
+
+LATER = [
+    "CREATE SOURCE a FROM KAFKA CONNECTION k (TOPIC 'ta') FORMAT TEXT WITH (REDIRECT ERRORS = a_dlq)",
+    "CREATE SECRET pw AS 'hunter2'",
+    "CREATE TABLE gone (a int)",
+    "INSERT INTO gone VALUES (7)",
+    "CREATE SINK sk FROM keep INTO KAFKA CONNECTION k (TOPIC 'o1') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT",
+    "DROP TABLE gone",
+]
+
+
+@pytest.mark.parametrize("under_uri", [False, True], ids=["data-dir", "data-uri"])
+def test_an_older_catalog_put_back_reuses_no_id_and_deletes_nothing(spark, kafka, tmp_path, under_uri) -> None:
+    """Items created after a copy of catalog.json was taken (a source with stored rows, a
+    secret, a sink, a dropped table) are unknown to that copy put back: their files are
+    set aside, named in the warnings, and new items get ids none of them had."""
+    from sluice.kafka.embedded import produce
+    from tests.sinks import read_committed, upserted
+    from tests.store_faults import data_root
+
+    for topic in ("ta", "tb", "o1", "o2"):
+        kafka.create_topic(topic, 1)
+    produce(kafka.bootstrap, "ta", [(None, b"a1"), (None, b"a2")])
+    produce(kafka.bootstrap, "tb", [(None, b"b1")])
+    data_dir = tmp_path / "d"
+    uri = f"file://{tmp_path}/data" if under_uri else None
+    with sluice.Session(data_dir, data_uri=uri) as session:
+        session.execute(f"CREATE CONNECTION k TO KAFKA (BROKER '{kafka.bootstrap}')")
+        session.execute("CREATE TABLE keep (a int)")
+        older = (data_dir / FILE_NAME).read_bytes()
+        for sql in LATER:
+            session.execute(sql)
+        assert session.execute("SELECT text FROM a ORDER BY text").rows == [("a1",), ("a2",)]
+        ids = {item.name: item.id for item in session.catalog.current}
+        assert ids == {"k": "u1", "keep": "u2", "a": "u3", "a_dlq": "u4", "pw": "u5", "sk": "u7"}
+    (data_dir / FILE_NAME).write_bytes(older)
+    data = data_root(data_dir)
+    with sluice.Session(data_dir) as session:
+        (stamp,) = [p.name for p in (data_dir / "orphaned").iterdir()]
+        moved = [(data_dir, "secrets/u5"), (session.data, "sinks/u7, streams/u3")] if under_uri else [
+            (data_dir, "secrets/u5, sinks/u7, streams/u3")
+        ]
+        assert session.notices == [
+            f'catalog "{data_dir / FILE_NAME}" would number its next item u3, but items up to u7 were '
+            "created in this data directory (was an older catalog.json put back?): new items are "
+            "numbered from u8",
+            *(
+                f'files of items the catalog does not name were moved to "{root}/orphaned/{stamp}": {names}'
+                for root, names in moved
+            ),
+        ]
+        # Nothing was deleted: the secret's value and the source's and sink's folders.
+        assert (data_dir / "orphaned" / stamp / "secrets" / "u5").read_text() == "hunter2"
+        assert list((data / "orphaned" / stamp / "streams" / "u3").glob("commits/*.json"))
+        assert (data / "orphaned" / stamp / "sinks" / "u7").is_dir()
+        assert not any((data / folder / name).exists() for folder, name in [("streams", "u3"), ("sinks", "u7")])
+        # New items: a source reading its own topic only, a sink delivering what it should.
+        session.execute("CREATE SOURCE a FROM KAFKA CONNECTION k (TOPIC 'tb') FORMAT TEXT WITH (REDIRECT ERRORS = a_dlq)")
+        session.execute(
+            "CREATE SINK sk FROM keep INTO KAFKA CONNECTION k (TOPIC 'o2') KEY (a) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT"
+        )
+        session.execute("CREATE SECRET pw AS 'other'")
+        assert {i.name: i.id for i in session.catalog.current if i.name in ("a", "a_dlq", "sk", "pw")} == {
+            "a": "u8", "a_dlq": "u9", "sk": "u10", "pw": "u11"
+        }
+        assert session.execute("SELECT text FROM a").rows == [("b1",)]
+        session.execute("INSERT INTO keep VALUES (5)")
+        assert session.drain_sinks(120) == []
+    assert upserted(read_committed(kafka.bootstrap, "o2")) == {b'{"a":5}': b'{"a":5}'}
+    assert (data_dir / "orphaned" / stamp / "secrets" / "u5").read_text() == "hunter2"
+    assert (data_dir / IDS_FILE).read_text() == "12\n"
+    with sluice.Session(data_dir) as session:  # opened again: nothing more to set aside
+        assert session.notices == []

@@ -80,10 +80,19 @@ def test_secret_values_live_in_files_of_their_own(tmp_path) -> None:
         session.execute("DROP SECRET pw")
         assert not path.exists()
         session.execute("CREATE SECRET kept AS 'k'")
-    # A value written by a CREATE SECRET that crashed before its catalog commit is removed.
+    # A value written by a CREATE SECRET that crashed before its catalog commit is set
+    # aside, and its id is never given to another item.
     (tmp_path / DIRECTORY / "u99").write_text("orphan")
-    with sluice.Session(tmp_path, check_kafka=False):
+    with sluice.Session(tmp_path, check_kafka=False) as session:
         assert sorted(p.name for p in (tmp_path / DIRECTORY).iterdir()) == ["u2"]
+        (moved,) = (tmp_path / "orphaned").glob("*/secrets/u99")
+        assert moved.read_text() == "orphan"
+        assert session.notices == [
+            f'files of items the catalog does not name were moved to "{moved.parent.parent}": secrets/u99'
+        ]
+        assert session.catalog.current.next_id == 100
+    with sluice.Session(tmp_path, check_kafka=False) as session:  # said once
+        assert (session.notices, session.catalog.current.next_id) == ([], 100)
 
 
 def test_planning_never_reads_a_secret_and_a_lost_value_is_a_loud_error(tmp_path) -> None:

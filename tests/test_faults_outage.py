@@ -416,19 +416,31 @@ def test_the_reason_of_a_spark_failure_is_never_empty() -> None:
         "sluice.kafka.client.KafkaReadError: topic 't' does not exist\n SQLSTATE: 38000\n"
         "=== Streaming Query ===\nIdentifier: q"
     )
-    assert failure_reason(RuntimeError(streaming)) == "topic 't' does not exist"
-    assert failure_reason(RuntimeError(streaming.replace("sluice.kafka.client.KafkaReadError", "KeyError"))) == (
+    def reason(text: str) -> str:
+        return failure_reason(RuntimeError(text), "/d/streams/u1")
+
+    assert reason(streaming) == "topic 't' does not exist"
+    assert reason(streaming.replace("sluice.kafka.client.KafkaReadError", "KeyError")) == (
         "KeyError: topic 't' does not exist"
     )
     unavailable = str(SourceUnavailable('topic \'t\': gone', 'a "b"'))
-    assert failure_reason(RuntimeError(f"Job aborted: Traceback (most recent call last):\n"
-                                       f"sluice.kafka.retry.SourceUnavailable: {unavailable}\n\tat x")) == "topic 't': gone"
-    assert failure_reason(RuntimeError("[SOME_CONDITION] it broke\nmore")) == "it broke"
+    assert reason(f"Job aborted: Traceback (most recent call last):\n"
+                  f"sluice.kafka.retry.SourceUnavailable: {unavailable}\n\tat x") == "topic 't': gone"
+    assert reason("[SOME_CONDITION] it broke\nmore") == "it broke"
+    assert reason("") == "RuntimeError"
+    # A full disk, as Java says it (no file named: the folder written) and as Python does.
+    assert reason("An error occurred while calling o7155.parquet.\nCaused by: java.io.IOException: "
+                  "No space left on device\n\tat x") == 'could not write to file "/d/streams/u1": No space left on device'
+    assert reason("Traceback (most recent call last):\nOSError: [Errno 28] No space left on device: "
+                  "'/d/streams/u1/commits/3.json'\n") == (
+        'could not write to file "/d/streams/u1/commits/3.json": No space left on device'
+    )
+    assert reason("java.io.FileNotFoundException: /d/streams/u1/batch-1/out/part-0.parquet (No space left on "
+                  "device)") == 'could not write to file "/d/streams/u1/batch-1/out/part-0.parquet": No space left on device'
     # Spark failing to start a Python worker in time is told in sluice's words, however wrapped.
     late = "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat org.apache.spark.api"
-    assert failure_reason(RuntimeError(f"[STREAM_FAILED] Query [id = 1] terminated: {late}")) == WORKER_LATE
-    assert failure_reason(RuntimeError("Timed out while waiting for the Python worker to connect back")) == WORKER_LATE
-    assert failure_reason(RuntimeError("")) == "RuntimeError"
+    assert reason(f"[STREAM_FAILED] Query [id = 1] terminated: {late}") == WORKER_LATE
+    assert reason("Timed out while waiting for the Python worker to connect back") == WORKER_LATE
 
 
 class FakeClock:

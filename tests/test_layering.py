@@ -28,6 +28,7 @@ FLOORS = {
     "kafka": 2,
     "storage": 2,
     "tables": 3,
+    "orphans": 3,
     "plan": 2,
     "lower": 3,
     "render": 4,

@@ -203,3 +203,17 @@ def test_a_micro_batch_from_an_older_checkpoint_commits_only_what_is_new(tmp_pat
     upsert = Store(local(tmp_path))
     assert upsert.recover("s", origin, True, lambda: origin) == origin
     assert upsert.committed() == [] and not upsert.checkpoint.exists()
+
+
+def test_temporary_files_spark_left_in_its_checkpoint_are_removed_when_a_stream_starts(tmp_path) -> None:
+    """A log entry Spark failed to write (its disk full) leaves `.<n>.<uuid>.tmp` and its
+    `.crc` in the checkpoint; left there, Spark refuses to start the stream at batch 0."""
+    store = Store(local(tmp_path))
+    committed(store, 0, {0: (0, 10)}, rows=1)
+    checkpoint = tmp_path / "checkpoint"
+    for name in ["metadata", "offsets/.0.0f3c9e.tmp", "offsets/..0.0f3c9e.tmp.crc", "commits/.0.77aa01.tmp"]:
+        (checkpoint / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkpoint / name).write_bytes(b"")
+    assert store.recover("s", {0: 0}, False, lambda: {0: 0}) == {0: 10}
+    assert sorted(str(p.relative_to(checkpoint)) for p in checkpoint.rglob("*")) == ["commits", "metadata", "offsets"]
+    assert [r["commit"] for r in store.inspect().records] == [0]

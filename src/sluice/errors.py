@@ -9,7 +9,9 @@ SQLSTATEs too: an errs row's `code` is the one a query reading it fails with
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -244,6 +246,40 @@ class ExternalSystemUnavailable(ExternalSystemError):
     fault that may clear by itself, which a source retries up to its RETRY TIMEOUT."""
 
 
+class DiskFull(SqlError):
+    """A write found no space left on its filesystem: a table's, the catalog's, a source's
+    store, a sink's state (PostgreSQL's disk_full, in its words). Nothing written before
+    is lost, and the write succeeds again once there is space."""
+
+    code = "53100"
+
+    def __init__(self, path: str) -> None:
+        super().__init__(disk_full_text(path), hint="Check free disk space.")
+
+
+NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
+# PostgreSQL's words for a write that found no space (fd.c), and the same fault as Python
+# and Java tell it naming the file (an OSError; a FileNotFoundException of an open for
+# writing): the file is in one of the groups.
+_DISK_FULL = re.compile(
+    rf'could not write to file "([^"]*)": {NO_SPACE}|{NO_SPACE}: \'([^\']*)\'|(/\S*) \({NO_SPACE}\)'
+)
+
+
+def disk_full_text(path: str) -> str:
+    return f'could not write to file "{path}": {NO_SPACE}'
+
+
+def disk_full_in(text: str, where: str) -> str | None:
+    """The disk-full text (`disk_full_text`) of a failure whose `text` — a Python or Java
+    error's, possibly wrapped by Spark — says a write found no space: naming the file it
+    names, else `where` (the folder being written); None for another failure."""
+    if NO_SPACE not in text:
+        return None
+    named = _DISK_FULL.search(text)
+    return disk_full_text(next(filter(None, named.groups()), where) if named else where)
+
+
 SOURCE_ERROR = "Source error: "
 
 
@@ -262,6 +298,8 @@ class SourceFailed(ExternalSystemError):
         self.source = source
         self.reason = reason
         self.recovers = recovers
+        if _DISK_FULL.fullmatch(reason):  # its store's filesystem is full: PostgreSQL's code
+            self.code = DiskFull.code
 
 
 class StatementTooComplex(SqlError):
@@ -337,7 +375,8 @@ _PASSED = (SqlError, KeyboardInterrupt, SystemExit, GeneratorExit)
 def as_sql_error(error: BaseException) -> SqlError:
     """`error` as the SqlError a user sees: itself if it is one; a statement too deep for
     the interpreter's stack (54001); input that is not UTF-8 (22021, PostgreSQL's text);
-    memory exhausted (53200); else an internal error (XX000)."""
+    memory exhausted (53200); a write that found its disk full (53100); else an internal
+    error (XX000)."""
     if isinstance(error, SqlError):
         return error
     if isinstance(error, RecursionError):
@@ -347,6 +386,8 @@ def as_sql_error(error: BaseException) -> SqlError:
         return CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": 0x{byte}')
     if isinstance(error, MemoryError):
         return OutOfMemory("out of memory", detail="the statement needed more memory than there is")
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return DiskFull(str(error.filename or ""))
     first_line = next(iter(str(error).strip().splitlines()), "")
     named = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
     return InternalError("internal error", detail=named, hint="this is a bug in sluice; please report it")

@@ -10,6 +10,10 @@ Kafka, or, for continuously ingested sources, their committed batches once caugh
 and INSERT/UPDATE/DELETE rewrite a table's stored rows. SUBSCRIBE streams changes
 (`subscribe`); as a statement it returns the current contents. Each public method is an
 entry point: whatever fails in it reaches the caller as a `SqlError`.
+
+Opening sets aside the files of items the catalog does not name (`orphans`); what it
+did, and anything else a user must hear of the opening, is in `notices`, which the front
+ends print as warnings.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from sluice.errors import (
     user_errors,
 )
 from sluice.kafka.registry import SchemaRegistry
+from sluice.orphans import set_aside
 from sluice.plan import (
     CreatePlan,
     DropPlan,
@@ -121,9 +126,10 @@ class Session:
         try:
             self.secrets = SecretStore(self.data_dir)
             self.catalog = DurableCatalog(self.data_dir, self.secrets)
-            self.secrets.keep_only(i.id for i in self.catalog.current if i.kind == kinds.SECRET)
             # A data URI's filesystem is in Spark's JVM: the process's Spark session, once needed.
             self.data = data_location(self.data_dir, data_uri or default_data_uri(), self.start_spark)
+            # What a user must hear of the opening (printed as warnings by the front ends).
+            self.notices: list[str] = set_aside(self.data_dir, self.data, self.catalog)
         except BaseException:
             self._lock.release()
             raise
@@ -320,6 +326,8 @@ class Session:
                 self._validate(planned.connection)
             return self.apply(planned.then, statement) if planned.then else Result(planned.status)
         if isinstance(planned, SecretPlan):
+            if planned.item is not None:  # its id is given out before its file names it
+                self.catalog.reserve(current.with_items([planned.item]).next_id)
             self.secrets.write(planned.secret_id, planned.value)
             if planned.item is not None:
                 try:

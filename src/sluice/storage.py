@@ -23,6 +23,7 @@ checks find as damage and repair from Kafka as any other.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -35,7 +36,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from sluice.catalog.files import replace_file, sync_directory
-from sluice.errors import DataLocationMismatch
+from sluice.errors import NO_SPACE, DataLocationMismatch
 
 DATA_URI_VARIABLE = "SLUICE_DATA_URI"
 # In a data directory that keeps its data under a URI: the URI, with its `<id>`.
@@ -281,6 +282,8 @@ class HadoopFiles:
         except Py4JJavaError as e:
             kind = e.java_exception.getClass().getName()
             message = e.java_exception.getMessage() or kind
+            if NO_SPACE in str(e):  # as Python's own: ENOSPC, naming the path
+                raise OSError(errno.ENOSPC, NO_SPACE, path) from None
             if kind == "java.io.FileNotFoundException":
                 raise FileNotFoundError(message) from None
             if kind.startswith("java.io.") or ".fs." in kind or "IOException" in kind:

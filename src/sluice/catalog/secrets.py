@@ -6,8 +6,8 @@ The value is read when something connects (the session's Kafka and registry look
 options a Spark reader is given), never while planning.
 
 CREATE SECRET writes the value before the catalog names it, and DROP SECRET removes it
-after, so a crash in between leaves a file no item names; opening the directory removes
-such files.
+after, so a crash in between leaves a file no item names; opening the directory sets such
+files aside (`sluice.orphans`), as it does those an older catalog put back does not name.
 """
 
 from __future__ import annotations
@@ -59,12 +59,6 @@ class SecretStore:
                 removed = True
         if removed:
             sync_directory(self.root)
-
-    def keep_only(self, secret_ids: Iterable[str]) -> None:
-        """Remove the files of secrets the catalog does not name (and stray temp files)."""
-        if self.root.is_dir():
-            kept = set(secret_ids)
-            self.remove([p.name for p in self.root.iterdir() if p.name not in kept])
 
 
 @dataclass(frozen=True)

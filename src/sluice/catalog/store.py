@@ -5,6 +5,11 @@ snapshot (`with_items`, `without`) and handing it to `DurableCatalog.commit`, wh
 it crash-safely (temp file, fsync, atomic rename) before it becomes current. A catalog
 file that cannot be read is reported and left exactly as it is. Secret values are not in
 the catalog: a snapshot reaches them through the data directory's `SecretStore`.
+
+Item ids are never reused in a data directory, even when an older `catalog.json` is put
+back: the next id is also kept outside the catalog, in `next-id`, written before any
+catalog, secret or folder uses an id (`reserve`), and the catalog numbers its next item
+from the higher of the two.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
     from sluice.catalog.secrets import SecretStore
 
 FILE_NAME = "catalog.json"
+# The next item id of the data directory ("12" for u12): every id below it was given out.
+IDS_FILE = "next-id"
 FORMAT = "sluice-catalog"
 # 2: formats are the format registry's tagged classes (1: one flat FormatDesc with a
 # `kind`, and a sink's formats as SQL text).
@@ -62,6 +69,10 @@ class Catalog:
                 hint="drop what refers to it, or restore the catalog file from a backup",
             )
         return item
+
+    def numbered_from(self, next_id: int) -> Catalog:
+        """This catalog, its next item numbered `next_id` or higher."""
+        return Catalog(self.items, max(self.next_id, next_id), secrets=self.secrets)
 
     def allocate_ids(self, count: int) -> list[str]:
         return [f"u{self.next_id + i}" for i in range(count)]
@@ -132,8 +143,36 @@ class DurableCatalog:
 
     def __init__(self, data_dir: Path, secrets: SecretStore | None = None) -> None:
         self.path = data_dir / FILE_NAME
+        self.ids_path = data_dir / IDS_FILE
         self.secrets = secrets
-        self.current = self._load()
+        loaded = self._load()
+        # The id catalog.json would give next: lower than `given_out` when it is older
+        # than items created since (an older copy put back).
+        self.written_next_id = loaded.next_id
+        self.given_out = self._given_out()
+        self.current = loaded.numbered_from(self.given_out)
+
+    def _given_out(self) -> int:
+        try:
+            text = self.ids_path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return 1  # none given out, or a data directory of an older sluice: the catalog's count
+        except (OSError, UnicodeDecodeError) as e:
+            raise CatalogCorrupt(f"cannot read {str(self.ids_path)!r}: {e}") from None
+        if not text.isdigit():
+            raise CatalogCorrupt(
+                f"{str(self.ids_path)!r} is corrupt: {text[:40]!r} is not a number",
+                hint="the file was left untouched; restore it from a backup",
+            )
+        return int(text)
+
+    def reserve(self, next_id: int) -> None:
+        """Record that every id below `next_id` is given out, before anything uses one;
+        the current catalog numbers its next item from there on."""
+        if next_id > self.given_out:
+            replace_file(self.ids_path, f"{next_id}\n".encode("ascii"))
+            self.given_out = next_id
+        self.current = self.current.numbered_from(next_id)
 
     def _load(self) -> Catalog:
         try:
@@ -176,6 +215,7 @@ class DurableCatalog:
 
     def commit(self, catalog: Catalog) -> None:
         """Make `catalog` current, on disk first: a crash leaves the old or the new file."""
+        self.reserve(catalog.next_id)
         text = json.dumps(catalog.to_json(), indent=1, sort_keys=True)
         replace_file(self.path, text.encode("utf-8"))
         self.current = catalog

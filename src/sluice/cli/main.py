@@ -95,6 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui, data_uri=args.data_uri) as session,
         _terminal() as tty,
     ):
+        for notice in session.notices:
+            print(f"WARNING:  {notice}", file=sys.stderr)
         if broker is not None:
             connect(session, broker)
         for start, end in split_statements(text):

@@ -720,6 +720,8 @@ def main(
         repl = Repl(session, broker, embedded=embedded, display=display)
         for line in repl.banner_lines(version(), spark_now=interactive):
             repl.note(line)
+        for notice in session.notices:
+            repl.note(f"WARNING:  {notice}")
         try:
             if interactive:
                 interact(repl, Path(history_file) if history_file else DEFAULT_HISTORY)

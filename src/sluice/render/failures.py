@@ -18,6 +18,8 @@ limit. That failure is transient: `retried` runs a job again that meets it, a fa
 stream is restarted by its supervisor, and a statement waits for the restarted stream
 (`ingest.Ingestion.failed`) — each within the source's RETRY TIMEOUT, past which the
 failure shows in `WORKER_LATE`'s words.
+A write that found no space left (Java's IOException or Python's OSError, anywhere in
+that text) is PostgreSQL's disk-full text, naming the file or else the folder written.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import TypeVar
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
+from sluice.errors import disk_full_in
 from sluice.kafka.retry import RetryPolicy, TransientFault, reason_of
 
 T = TypeVar("T")
@@ -56,13 +59,17 @@ def worker_late(error: BaseException | str) -> bool:
     return any(late in text for late in _WORKER_LATE_TEXTS)
 
 
-def failure_reason(error: BaseException) -> str:
+def failure_reason(error: BaseException, where: str) -> str:
+    """Why `error` failed the writing of the folder `where` (a source's store, a sink's state)."""
     text = str(error)
     unavailable = reason_of(text)
     if unavailable is not None:
         return unavailable[1]
     if worker_late(text):
         return WORKER_LATE
+    disk_full = disk_full_in(text, where)
+    if disk_full is not None:
+        return disk_full
     found = raised(error)
     if found is not None:
         qualified, message = found

@@ -427,7 +427,7 @@ class Ingestion:
                 try:
                     retried(lambda: self._commit_backlog_batch(ranges, offsets), retry_policy(self.item))
                 except (PySparkException, Py4JJavaError) as e:
-                    raise SourceFailed(self.item.name, failure_reason(e)) from None
+                    raise SourceFailed(self.item.name, failure_reason(e, str(self.store.root))) from None
                 except SourceUnavailable as e:
                     raise SourceFailed(self.item.name, e.reason) from None
                 at.update({p: to for p, _, to in ranges})
@@ -535,7 +535,7 @@ class Ingestion:
             query = self.query
             if query is not None and not query.isActive:
                 error = query.exception()
-                reason = "the stream stopped" if error is None else failure_reason(error)
+                reason = "the stream stopped" if error is None else failure_reason(error, str(self.store.root))
                 recovers = error is None or not raised_as(error, OffsetsRegressed)
                 if not recovers:
                     self.store.fail(reason)
@@ -585,7 +585,7 @@ class Ingestion:
             self.launch()
         except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion
             with self.lock:
-                self._failed(failure_reason(e))
+                self._failed(failure_reason(e, str(self.store.root)))
         with self.lock:
             if self.stopped and self.query is not None:  # stopped while restarting
                 self.query.stop()

@@ -931,15 +931,18 @@ class SinkJob:
         retry = RetryPolicy(DEFAULT_RETRY_TIMEOUT_MS / 1000, DEFAULT_RETRY_DELAY_MAX_MS / 1000, self.sink.name)
         delays = retry.delays()
         while not self._stop.is_set():
-            delivery = Delivery(self.sink, self.catalog, sink_identity(self.root))
+            delivery = None
             try:
+                # Inside: writing its identity may fail too (a full disk), and is retried.
+                delivery = Delivery(self.sink, self.catalog, sink_identity(self.root))
                 self._deliver_changes(delivery)
                 return
             except Exception as e:  # noqa: BLE001 - a fault fails the sink until a retry gets through
                 self.status.state = FAILED
-                self.status.error = e.message if isinstance(e, SqlError) else failure_reason(e)
+                self.status.error = e.message if isinstance(e, SqlError) else failure_reason(e, str(self.root))
             finally:
-                delivery.close()
+                if delivery is not None:
+                    delivery.close()
             self._stop.wait(next(delays))
 
     def _deliver_changes(self, delivery: Delivery) -> None:

@@ -376,6 +376,10 @@ class Store:
             *self.root.children("checkpoint.discarded"),
             *self.commits.children(".*"),
             *self.compacted.children(".*"),
+            # Spark's own of a log entry it failed to write (a full disk): left, they stop
+            # its stream from starting at batch 0 again.
+            *(self.checkpoint / "offsets").children(".*.tmp*"),
+            *(self.checkpoint / "commits").children(".*.tmp*"),
         ]
         remove_all(leftovers)
         inspection = self.inspect()
