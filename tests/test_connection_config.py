@@ -68,9 +68,12 @@ def test_the_security_protocol_is_used_to_talk_to_the_broker(kafka) -> None:
     with sluice.Session() as session:
         session.execute(f"CREATE CONNECTION plain TO KAFKA (BROKER '{kafka.bootstrap}')")
         # Validating it fails: the broker resets every TLS handshake (Materialize's words).
+        # librdkafka names the plaintext listener for the first handshake only, and whether
+        # that reaches the error callback before its brokers are down is a race of its own.
         with pytest.raises(sluice.SqlError) as refused:
             session.execute(tls)
-        assert (refused.value.code, refused.value.message) == ("58000", "All brokers down")
+        assert refused.value.code == "58000"
+        assert refused.value.message in ("Broker does not support SSL connections", "All brokers down")
         session.execute(tls + " WITH (VALIDATE = false)")
         session.execute("CREATE SOURCE ok FROM KAFKA CONNECTION plain (TOPIC 't') FORMAT TEXT")
         # The embedded broker speaks plaintext only: a TLS client cannot read its metadata.

@@ -195,6 +195,7 @@ _VALIDATION_FAILURES = (
 )
 _CONNECTION_RESETS = ("Send failed: ", "Receive failed: ")
 _ALL_BROKERS_DOWN = re.compile(r"(\d+)/\1 brokers are down")
+ALL_BROKERS_DOWN = "All brokers down"
 VALIDATE_TIMEOUT_SECONDS = 10.0
 # What Materialize's validation reports of a connection without a broker address: its
 # metadata request has no broker to go to.
@@ -209,7 +210,14 @@ def validation_failure(text: str) -> str | None:
     for prefix in _CONNECTION_RESETS:
         if prefix in text:
             return f"Connection reset: {text.split(prefix, 1)[1]}"
-    return "All brokers down" if _ALL_BROKERS_DOWN.search(text) else None
+    return ALL_BROKERS_DOWN if _ALL_BROKERS_DOWN.search(text) else None
+
+
+def _most_specific(texts: list[str]) -> str | None:
+    """Materialize's words for the most telling of `texts` (librdkafka's errors so far):
+    any failure it names over its brokers being down."""
+    found = [words for words in map(validation_failure, texts) if words is not None]
+    return next((words for words in found if words != ALL_BROKERS_DOWN), found[0] if found else None)
 
 
 def validate_connection(bootstrap: str, config: dict, timeout: float = VALIDATE_TIMEOUT_SECONDS) -> None:
@@ -225,7 +233,8 @@ def validate_connection(bootstrap: str, config: dict, timeout: float = VALIDATE_
             {"bootstrap.servers": bootstrap, "group.id": "sluice", "logger": LOG,
              "error_cb": lambda error: reported.append(error.str()), **config}
         )
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     try:
         while True:
             try:
@@ -234,8 +243,9 @@ def validate_connection(bootstrap: str, config: dict, timeout: float = VALIDATE_
             except KafkaException as e:
                 last = e.args[0].str()
             client.poll(0)  # serves the error callback
-            known = next(filter(None, map(validation_failure, reported)), None)
-            if known is not None:
+            known = _most_specific(reported)
+            # "All brokers down" follows the failure that downed them: wait a moment for it.
+            if known is not None and (known != ALL_BROKERS_DOWN or time.monotonic() >= started + 1):
                 raise KafkaReadError(known)
             if time.monotonic() >= deadline:
                 raise KafkaReadError(

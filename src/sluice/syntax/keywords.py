@@ -30,6 +30,7 @@ RESERVED: frozenset[str] = frozenset(
         "DEFAULT",
         "DESC",
         "ENVELOPE",
+        "FOR",
         "FROM",
         "IF",
         "INCLUDE",
