@@ -35,6 +35,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.kafka.avro_check import AvroFault, Incomplete, checker
 from sluice.kafka.retry import RetryPolicy
 
 
@@ -620,9 +621,10 @@ class AvroDecoder(_Decoder):
         self.plain_type, self.arrow_type = shape.of(schema)
         self.leaves = shape.leaves
         self.unions = _top_level_unions(self.reader_schema, named)
-        # Writer schema (by identity) → the schema fastavro reads it with, or why it cannot.
-        # The reader schema reads itself: fastavro skips resolving a schema against itself.
-        self.readable: dict[int, Any] = {id(self.reader_schema): self._bounded(self.reader_schema)}
+        # Writer schema (by identity) → the schema fastavro reads it with and its checks, or
+        # why it cannot be read. The reader schema reads itself: fastavro skips resolving a
+        # schema against itself.
+        self.readable: dict[int, Any] = {}
 
     def writer(self, schema_id: int):
         if self.registry_url is None:
@@ -653,13 +655,17 @@ class AvroDecoder(_Decoder):
             problem = "nesting too deep to check"
         return schema if problem is None else _AvroFraming(f"writer schema with {problem} is not supported")
 
-    def _readable(self, writer: Any) -> Any:
-        """The writer schema as fastavro reads it (logical types left plain), once per writer."""
+    def _readable(self, writer: Any) -> tuple[Any, Callable, Callable]:
+        """The writer schema as fastavro reads it (logical types left plain), with the
+        strict checks of its datums (avro_check: without, then with UTF-8), once per writer."""
         if id(writer) not in self.readable:
             try:
-                self.readable[id(writer)] = self._bounded(parse_schema(_plain(writer)))
+                readable = self._bounded(writer if writer is self.reader_schema else parse_schema(_plain(writer)))
+                if not isinstance(readable, Exception):
+                    readable = (readable, checker(readable), checker(readable, utf8=True))
             except RecursionError:
-                self.readable[id(writer)] = _AvroFraming("writer schema nests too deeply")
+                readable = _AvroFraming("writer schema nests too deeply")
+            self.readable[id(writer)] = readable
         readable = self.readable[id(writer)]
         if isinstance(readable, Exception):
             raise readable
@@ -724,7 +730,19 @@ class AvroDecoder(_Decoder):
                 )
             writer = self.writer(struct.unpack(">I", payload[1:5])[0])
             body.seek(5)
-        datum = fastavro.schemaless_reader(body, self._readable(writer), self.reader_schema)
+        readable, check, strict = self._readable(writer)
+        try:
+            check(payload, body.tell())
+        except AvroFault as fault:
+            # An invalid string before the fault is the first error, as mz-avro reads.
+            try:
+                strict(payload, body.tell())
+            except AvroFault as first:
+                raise _AvroFraming(str(first)) from None
+            raise _AvroFraming(str(fault)) from None
+        except Incomplete:
+            pass  # fastavro's reading names what is wrong
+        datum = fastavro.schemaless_reader(body, readable, self.reader_schema)
         if body.tell() != len(payload):
             raise _AvroFraming(f"{len(payload) - body.tell()} bytes left over after the datum")
         for name, branches in self.unions:
@@ -768,6 +786,4 @@ def _avro_reason(error: Exception) -> str:
         return "unexpected end of datum"
     if isinstance(error, UnicodeDecodeError):
         return "String was not valid UTF-8"
-    if isinstance(error, IndexError):
-        return "Union or enum index out of bounds"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
