@@ -14,9 +14,10 @@ No payload makes a decoder raise, and the Arrow columns of a batch always build:
 Arrow or Spark cannot hold is a decode error of its own message — an Avro `int` beyond 32
 bits, a decimal beyond its precision, a date, timestamp or time out of range, JSON that
 Spark's `parse_json` would refuse. A hostile payload costs no more than its size: JSON
-nesting is measured before Python's recursive parser sees it, and Avro writer schemas whose
-datums could cost more than their bytes (recursive types, arrays of items that take no
-bytes) are refused instead of read.
+nesting is measured before Python's recursive parser sees it, Avro writer schemas whose
+datums could nest as deep as their bytes (recursive types) are refused instead of read,
+and arrays of items that take no bytes are bounded per datum (kafka/avro_check.py, which
+also refuses the bytes fastavro would read into values no writer wrote).
 """
 
 from __future__ import annotations
@@ -432,12 +433,19 @@ def _debezium_json_fits(column: pa.Array) -> bool:
     return all(_debezium_json_problem(v) is None for v in column.to_pylist())
 
 
+# An Avro record of no fields (a record with none in SQL) as Arrow holds it: Parquet cannot
+# write a struct of no fields, so a continuously ingested source could not commit one. Its
+# one field is always NULL, so its text is `()` as an empty record's is in PostgreSQL.
+EMPTY_RECORD = pa.struct([("_empty", pa.bool_())])
+
+
 @dataclass
 class _ArrowShape:
     """The Arrow types of an Avro schema's datums — as fastavro reads them with the logical
     types of `_PLAIN_LOGICAL` left plain (`plain`), and as the column holds them — and the
     leaves to check. Unions of one non-null type are that type; of several, a struct of
-    `branch1`, `branch2`, …"""
+    `branch1`, `branch2`, …; `null` (alone, in a union of nothing else, as list items or
+    map values) is a text always NULL; a record of no fields is EMPTY_RECORD."""
 
     named: dict[str, Any] = field(default_factory=dict)
     leaves: list[_Leaf] = field(default_factory=list)
@@ -445,10 +453,13 @@ class _ArrowShape:
     def of(self, schema: Any, path: tuple = ()) -> tuple[pa.DataType, pa.DataType]:
         if isinstance(schema, list):
             branches = [b for b in schema if b != "null"]
-            if len(branches) == 1:
-                return self.of(branches[0], path)
+            if len(branches) <= 1:
+                return self.of(branches[0] if branches else "null", path)
             return self._struct([(f"branch{i}", b) for i, b in enumerate(branches, 1)], path)
         if isinstance(schema, str):
+            if schema == "null":
+                # Always NULL: text, as PostgreSQL resolves an unknown (`ARRAY[NULL]` is text[]).
+                return pa.null(), pa.string()
             if schema in _AVRO_PRIMITIVES:
                 if schema == "int":
                     self.leaves.append(_Leaf(path, _int32_problem))
@@ -485,6 +496,8 @@ class _ArrowShape:
         return self.of(kind, path)
 
     def _struct(self, fields: list[tuple[str, Any]], path: tuple) -> tuple[pa.DataType, pa.DataType]:
+        if not fields:
+            return EMPTY_RECORD, EMPTY_RECORD
         types = [(name, *self.of(avro_type, path + (name,))) for name, avro_type in fields]
         return pa.struct([(n, plain) for n, plain, _ in types]), pa.struct([(n, column) for n, _, column in types])
 
@@ -506,24 +519,11 @@ def _plain(schema: Any) -> Any:
 def _unbounded(schema: Any) -> str | None:
     """Why datums of a parsed schema could cost more than their bytes, or None: a recursive
     type nests as deep as its bytes allow (fastavro's compiled reader recurses on the C
-    stack, and thousands of levels overflow it), and an array of items that take no bytes
-    may claim 2^62 of them in a few bytes."""
+    stack, and thousands of levels overflow it). (Arrays of items that take no bytes are
+    bounded per datum by avro_check instead.)"""
     named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
     expanding: set[str] = set()
     done: set[str] = set()
-
-    def takes_no_bytes(avro_type: Any) -> bool:
-        avro_type = named.get(avro_type, avro_type) if isinstance(avro_type, str) else avro_type
-        if avro_type == "null":
-            return True
-        if not isinstance(avro_type, dict):
-            return False
-        kind = avro_type["type"]
-        if kind == "record":
-            return all(takes_no_bytes(f["type"]) for f in avro_type["fields"])
-        if kind == "fixed":
-            return avro_type["size"] == 0
-        return isinstance(kind, (dict, list)) and takes_no_bytes(kind)
 
     def walk(avro_type: Any) -> str | None:
         if isinstance(avro_type, list):
@@ -542,11 +542,8 @@ def _unbounded(schema: Any) -> str | None:
             expanding.add(name)
         if kind == "record":
             problem = next(filter(None, (walk(f["type"]) for f in avro_type["fields"])), None)
-        elif kind == "array":
-            items = avro_type["items"]
-            problem = "an array of items that take no bytes" if takes_no_bytes(items) else walk(items)
-        elif kind == "map":
-            problem = walk(avro_type["values"])
+        elif kind in ("array", "map"):
+            problem = walk(avro_type.get("items", avro_type.get("values")))
         else:
             problem = walk(kind) if isinstance(kind, (dict, list)) else None
         if name is not None:
