@@ -19,15 +19,17 @@ How, and what it costs. `checker(schema)` generates (once per writer schema) a P
 function that walks a datum's bytes without building values: straight-line code per
 field, a one-byte varint handled inline, longer ones by one regular-expression match
 (skipped longs) or a short loop (values the walk needs: lengths, counts, indexes, ints).
-Measured with `bench/avro_decode.py` (100 k datums of an eight-field record — long, int,
+Measured with `bench/avro_decode.py` (50 k datums of an eight-field record — long, int,
 boolean, string, double, nullable string, enum, array of longs — through
-`AvroDecoder.columns` in batches of 10 k, two loaded cores): 12.6 µs per message before,
-14.9 µs with the check (+2.3 µs, ~18 %). The alternative the issue proposed — re-encode
-fastavro's datum with its C writer and compare bytes, walking strictly only on a mismatch —
-measured 13.8 µs to read and 15.7 µs to re-encode the same datums, so it would double the
-good path; it also cannot check a datum read under schema resolution (reader ≠ writer),
-where the datum is not the writer's, and sends every valid non-minimal varint, NaN
-payload or blocked map to the slow walk. The generated check costs a fraction of a read,
+`AvroDecoder.columns` in batches of 10 k; CPU time, best of 6, runs before and after
+interleaved on two heavily loaded cores): bare datums 5.7–6.3 µs per message before,
+8.0–8.2 µs with the check (about +2 µs, a third); Confluent-framed 6.3–6.6 before,
+8.8–9.2 after. The alternative the issue proposed — re-encode fastavro's datum with its
+C writer and compare bytes, walking strictly only on a mismatch — measured (wall time,
+100 k datums, same schema) 13.8 µs to read and 15.7 µs to re-encode, so it would more
+than double the good path; it also cannot check a datum read under schema resolution
+(reader ≠ writer), where the datum is not the writer's, and sends every valid non-minimal
+varint, NaN payload or blocked map to the slow walk. The generated check costs a fraction of a read,
 covers resolution alike (it walks the writer's bytes), and is exact by construction.
 
 The check only decides what fastavro would read wrongly. Where the bytes end early, a
