@@ -109,3 +109,10 @@ def test_what_the_decoders_accept_spark_holds(spark, texts, bodies, clocks) -> N
         data, _ = decoder.columns(payloads, list(range(len(payloads))))
         rows = spark.createDataFrame(pa.table({"datum": data})).collect()
         assert [row.datum is None for row in rows] == [datum is None for datum in data.to_pylist()]
+
+
+def test_good_messages_read_back_as_written(world) -> None:
+    """Every format the catalogue covers, keys too: the values a good message was written
+    with (by sluice.kafka.encode) are the values its source returns."""
+    session, kafka, registry = world
+    assert poison.round_trip_problems(session, kafka, registry, poison.goods(IDS)) == {}

@@ -94,7 +94,7 @@ def pg_text(value: Any, *, booleans: tuple[str, str] = _LETTERS) -> str:
         return _interval_text(value)
     if isinstance(value, dict):  # a map (PostgreSQL has none): hstore's k=>v, in the map's order
         inner = ",".join(
-            f"{_element(k, '{}')}=>{_element(v, '{}')}"
+            f"{_element(k, '{}')}=>{'NULL' if v is None else _element(v, '{}')}"
             for k, v in value.items()
         )
         return "{" + inner + "}"

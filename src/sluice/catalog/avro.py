@@ -3,7 +3,9 @@ schema a row of columns encodes with.
 
 Decoding: a top-level record is flattened into one column per field; `["null", T]` is a
 nullable T; a union of several non-null types at the top level becomes one nullable
-column per branch (`f1`, `f2`, …); nested records are record columns. Schema text is
+column per branch (`f1`, `f2`, …); nested records are record columns (a record of no
+fields too); `null` alone (a field, list items, map values, a union of nothing else) is a
+text always NULL. Schema text is
 validated with fastavro and its complaints become `InvalidSchema` errors.
 
 Encoding: `schema_of` gives a record with one field per column, a nullable column as
@@ -177,6 +179,8 @@ class _TypeMapper:
         Debezium JSON string here is jsonb)."""
         if isinstance(avro_type, list):
             branches = self._non_null_branches(avro_type)
+            if not branches:
+                return self.field_type("null", field, namespace, json)
             if len(branches) != 1:
                 raise FeatureNotSupported(
                     f'Avro union in "{field}" with more than one non-null type is only '
@@ -186,6 +190,9 @@ class _TypeMapper:
             sql_type, _ = self.field_type(branches[0], field, namespace, json)
             return sql_type, "null" in avro_type
         resolved = self.resolve(avro_type, namespace)
+        if resolved == "null":
+            # Always NULL: text, as PostgreSQL resolves an unknown (`ARRAY[NULL]` is text[]).
+            return TEXT, True
         if isinstance(resolved, str):
             if resolved in _PRIMITIVE_TYPES:
                 return _PRIMITIVE_TYPES[resolved], False

@@ -15,9 +15,10 @@ No payload makes a decoder raise, and the Arrow columns of a batch always build:
 Arrow or Spark cannot hold is a decode error of its own message — an Avro `int` beyond 32
 bits, a decimal beyond its precision, a date, timestamp or time out of range, JSON that
 Spark's `parse_json` would refuse. A hostile payload costs no more than its size: JSON
-nesting is measured before Python's recursive parser sees it, and Avro writer schemas whose
-datums could cost more than their bytes (recursive types, arrays of items that take no
-bytes) are refused instead of read.
+nesting is measured before Python's recursive parser sees it, Avro writer schemas whose
+datums could nest as deep as their bytes (recursive types) are refused instead of read,
+and arrays of items that take no bytes are bounded per datum (kafka/avro_check.py, which
+also refuses the bytes fastavro would read into values no writer wrote).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sluice.kafka.avro_check import AvroFault, Incomplete, checker
 from sluice.kafka.retry import RetryPolicy
 
 
@@ -677,12 +679,19 @@ def _debezium_json_fits(column: pa.Array) -> bool:
     return all(_debezium_json_problem(v) is None for v in column.to_pylist())
 
 
+# An Avro record of no fields (a record with none in SQL) as Arrow holds it: Parquet cannot
+# write a struct of no fields, so a continuously ingested source could not commit one. Its
+# one field is always NULL, so its text is `()` as an empty record's is in PostgreSQL.
+EMPTY_RECORD = pa.struct([("_empty", pa.bool_())])
+
+
 @dataclass
 class _ArrowShape:
     """The Arrow types of an Avro schema's datums — as fastavro reads them with the logical
     types of `_PLAIN_LOGICAL` left plain (`plain`), and as the column holds them — and the
     leaves to check. Unions of one non-null type are that type; of several, a struct of
-    `branch1`, `branch2`, …"""
+    `branch1`, `branch2`, …; `null` (alone, in a union of nothing else, as list items or
+    map values) is a text always NULL; a record of no fields is EMPTY_RECORD."""
 
     named: dict[str, Any] = field(default_factory=dict)
     leaves: list[_Leaf] = field(default_factory=list)
@@ -690,10 +699,13 @@ class _ArrowShape:
     def of(self, schema: Any, path: tuple = ()) -> tuple[pa.DataType, pa.DataType]:
         if isinstance(schema, list):
             branches = [b for b in schema if b != "null"]
-            if len(branches) == 1:
-                return self.of(branches[0], path)
+            if len(branches) <= 1:
+                return self.of(branches[0] if branches else "null", path)
             return self._struct([(f"branch{i}", b) for i, b in enumerate(branches, 1)], path)
         if isinstance(schema, str):
+            if schema == "null":
+                # Always NULL: text, as PostgreSQL resolves an unknown (`ARRAY[NULL]` is text[]).
+                return pa.null(), pa.string()
             if schema in _AVRO_PRIMITIVES:
                 if schema == "int":
                     self.leaves.append(_Leaf(path, _int32_problem))
@@ -730,6 +742,8 @@ class _ArrowShape:
         return self.of(kind, path)
 
     def _struct(self, fields: list[tuple[str, Any]], path: tuple) -> tuple[pa.DataType, pa.DataType]:
+        if not fields:
+            return EMPTY_RECORD, EMPTY_RECORD
         types = [(name, *self.of(avro_type, path + (name,))) for name, avro_type in fields]
         return pa.struct([(n, plain) for n, plain, _ in types]), pa.struct([(n, column) for n, _, column in types])
 
@@ -751,24 +765,11 @@ def _plain(schema: Any) -> Any:
 def _unbounded(schema: Any) -> str | None:
     """Why datums of a parsed schema could cost more than their bytes, or None: a recursive
     type nests as deep as its bytes allow (fastavro's compiled reader recurses on the C
-    stack, and thousands of levels overflow it), and an array of items that take no bytes
-    may claim 2^62 of them in a few bytes."""
+    stack, and thousands of levels overflow it). (Arrays of items that take no bytes are
+    bounded per datum by avro_check instead.)"""
     named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
     expanding: set[str] = set()
     done: set[str] = set()
-
-    def takes_no_bytes(avro_type: Any) -> bool:
-        avro_type = named.get(avro_type, avro_type) if isinstance(avro_type, str) else avro_type
-        if avro_type == "null":
-            return True
-        if not isinstance(avro_type, dict):
-            return False
-        kind = avro_type["type"]
-        if kind == "record":
-            return all(takes_no_bytes(f["type"]) for f in avro_type["fields"])
-        if kind == "fixed":
-            return avro_type["size"] == 0
-        return isinstance(kind, (dict, list)) and takes_no_bytes(kind)
 
     def walk(avro_type: Any) -> str | None:
         if isinstance(avro_type, list):
@@ -787,11 +788,8 @@ def _unbounded(schema: Any) -> str | None:
             expanding.add(name)
         if kind == "record":
             problem = next(filter(None, (walk(f["type"]) for f in avro_type["fields"])), None)
-        elif kind == "array":
-            items = avro_type["items"]
-            problem = "an array of items that take no bytes" if takes_no_bytes(items) else walk(items)
-        elif kind == "map":
-            problem = walk(avro_type["values"])
+        elif kind in ("array", "map"):
+            problem = walk(avro_type.get("items", avro_type.get("values")))
         else:
             problem = walk(kind) if isinstance(kind, (dict, list)) else None
         if name is not None:
@@ -866,9 +864,10 @@ class AvroDecoder(_Decoder):
         self.plain_type, self.arrow_type = shape.of(schema)
         self.leaves = shape.leaves
         self.unions = _top_level_unions(self.reader_schema, named)
-        # Writer schema (by identity) → the schema fastavro reads it with, or why it cannot.
-        # The reader schema reads itself: fastavro skips resolving a schema against itself.
-        self.readable: dict[int, Any] = {id(self.reader_schema): self._bounded(self.reader_schema)}
+        # Writer schema (by identity) → the schema fastavro reads it with and its checks, or
+        # why it cannot be read. The reader schema reads itself: fastavro skips resolving a
+        # schema against itself.
+        self.readable: dict[int, Any] = {}
 
     def writer(self, schema_id: int):
         if self.registry_url is None:
@@ -899,13 +898,17 @@ class AvroDecoder(_Decoder):
             problem = "nesting too deep to check"
         return schema if problem is None else _AvroFraming(f"writer schema with {problem} is not supported")
 
-    def _readable(self, writer: Any) -> Any:
-        """The writer schema as fastavro reads it (logical types left plain), once per writer."""
+    def _readable(self, writer: Any) -> tuple[Any, Callable, Callable]:
+        """The writer schema as fastavro reads it (logical types left plain), with the
+        strict checks of its datums (avro_check: without, then with UTF-8), once per writer."""
         if id(writer) not in self.readable:
             try:
-                self.readable[id(writer)] = self._bounded(parse_schema(_plain(writer)))
+                readable = self._bounded(writer if writer is self.reader_schema else parse_schema(_plain(writer)))
+                if not isinstance(readable, Exception):
+                    readable = (readable, checker(readable), checker(readable, utf8=True))
             except RecursionError:
-                self.readable[id(writer)] = _AvroFraming("writer schema nests too deeply")
+                readable = _AvroFraming("writer schema nests too deeply")
+            self.readable[id(writer)] = readable
         readable = self.readable[id(writer)]
         if isinstance(readable, Exception):
             raise readable
@@ -970,7 +973,19 @@ class AvroDecoder(_Decoder):
                 )
             writer = self.writer(struct.unpack(">I", payload[1:5])[0])
             body.seek(5)
-        datum = fastavro.schemaless_reader(body, self._readable(writer), self.reader_schema)
+        readable, check, strict = self._readable(writer)
+        try:
+            check(payload, body.tell())
+        except AvroFault as fault:
+            # An invalid string before the fault is the first error, as mz-avro reads.
+            try:
+                strict(payload, body.tell())
+            except AvroFault as first:
+                raise _AvroFraming(str(first)) from None
+            raise _AvroFraming(str(fault)) from None
+        except Incomplete:
+            pass  # fastavro's reading names what is wrong
+        datum = fastavro.schemaless_reader(body, readable, self.reader_schema)
         if body.tell() != len(payload):
             raise _AvroFraming(f"{len(payload) - body.tell()} bytes left over after the datum")
         for name, branches in self.unions:
@@ -1014,6 +1029,4 @@ def _avro_reason(error: Exception) -> str:
         return "unexpected end of datum"
     if isinstance(error, UnicodeDecodeError):
         return "String was not valid UTF-8"
-    if isinstance(error, IndexError):
-        return "Union or enum index out of bounds"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
