@@ -597,6 +597,12 @@ def test_generated_queries_are_represented_faithfully(text):
         pass
 
 
+@pytest.mark.parametrize("dollar", ["$$d$$", "$t$d$t$"])
+def test_a_dollar_quoted_string_reads_as_a_quoted_one(dollar):
+    # Found by the property above: `$$d$$ -> a` was refused as not faithfully represented.
+    assert sluice.parse_one(f"SELECT {dollar} -> a, {dollar}").to_sql() == sluice.parse_one("SELECT 'd' -> a, 'd'").to_sql()
+
+
 @FEW
 @given(generated_bodies)
 def test_canonical_text_keeps_every_clause_it_was_read_with(body):

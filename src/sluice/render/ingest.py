@@ -394,12 +394,13 @@ class Ingestion:
         self.messages = ingested_messages(raw, desc)
         self.query = streaming(self.messages, self._commit, self.item, self.store.checkpoint.uri)
 
-    def verify(self, highs: dict[int, int]) -> None:
+    def verify(self, highs: dict[int, int], committed: dict[int, int] | None = None) -> None:
         """Raise `SourceFailed` for good (recorded in the store, so every later start fails
-        alike) if the topic's high watermarks `highs` went back below the committed offsets:
-        the topic was recreated, or lost data, and what it holds now below them would never
-        be read — never taken for "caught up"."""
-        reason = regression(self.store.committed_offsets(), highs)
+        alike) if the topic's high watermarks `highs` went back below the committed offsets
+        (the store's now, or `committed`, read before `highs` were asked): the topic was
+        recreated, or lost data, and what it holds now below them would never be read —
+        never taken for "caught up"."""
+        reason = regression(self.store.committed_offsets() if committed is None else committed, highs)
         if reason is not None:
             self.store.fail(reason)
             raise offsets_regressed(self.item.name, reason)
@@ -436,11 +437,11 @@ class Ingestion:
             self.backlog = None
         return at
 
-    def verify_running(self, highs: dict[int, int]) -> None:
+    def verify_running(self, highs: dict[int, int], committed: dict[int, int]) -> None:
         """`verify`, the stream stopped and the ingestion failed for good if it fails: the
         stream would read on from committed offsets the topic no longer has."""
         try:
-            self.verify(highs)
+            self.verify(highs, committed)
         except SourceFailed as e:
             with self.lock:
                 self._stop_compacting()
@@ -672,11 +673,13 @@ class Streams:
         targets = {p: end for p, start, end in source_read.ranges if end > start}
         while True:
             self.check(item_id)
-            # Committed offsets past the high watermarks are the topic's offsets gone back,
-            # never "caught up".
-            ingestion.verify_running(dict(source_read.highs))
             seen = ingestion.commits
             read = ingestion.store.committed_offsets()
+            # Committed offsets past the high watermarks are the topic's offsets gone back,
+            # never "caught up" — unless the stream committed them after the statement fixed
+            # its highs: only highs asked after these commits tell the two apart.
+            if regression(read, dict(source_read.highs)) is not None:
+                ingestion.verify_running(dict(ingestion.read().highs), read)
             behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
             if not behind:
                 return

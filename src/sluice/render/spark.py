@@ -164,9 +164,12 @@ def _cores(master: str) -> int | None:
 def _loopback(master: str, settings: SparkSettings) -> bool:
     """Whether the session is to listen on loopback only: a local master (`local…`,
     `local-cluster[…]`: every JVM on this machine), no Spark Connect, and no address the
-    user chose."""
+    user chose (SPARK_LOCAL_IP at loopback is no other choice: a child process of a sluice
+    that started Spark inherits the one it set)."""
     local = master == "local" or master.startswith(("local[", "local-cluster["))
-    chosen = "SPARK_LOCAL_IP" in os.environ or any(k in _ADDRESS_SETTINGS for k, _ in conf_pairs(settings))
+    chosen = os.environ.get("SPARK_LOCAL_IP", LOOPBACK) != LOOPBACK or any(
+        k in _ADDRESS_SETTINGS for k, _ in conf_pairs(settings)
+    )
     return local and not chosen and "SPARK_REMOTE" not in os.environ
 
 

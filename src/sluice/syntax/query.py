@@ -168,7 +168,7 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
     span = Span(offset, offset + len(text))
     try:
         dialect = Sluice()
-        tokens = postgres_numbers(dialect.tokenize(text), text, offset)
+        tokens = _dollar_quoted_as_strings(postgres_numbers(dialect.tokenize(text), text, offset))
         _check_nesting(tokens, offset)
         expressions = dialect.parser().parse(tokens, text)
     except _PositionedError as e:
@@ -202,6 +202,18 @@ def parse_query(text: str, offset: int, kind: str) -> QueryBody:
             detail=f"sqlglot reads it as: {sql}",
         )
     return QueryBody(sql, expression, span=span)
+
+
+def _dollar_quoted_as_strings(tokens: list[Token]) -> list[Token]:
+    """`tokens` with every dollar-quoted string a plain string: PostgreSQL reads `$$d$$` as
+    it reads `'d'`, while sqlglot reads it as a raw string, which `->` takes apart from a
+    string (no cast to json) and prints as `'d'`, text it then reads otherwise."""
+    return [
+        Token(TokenType.STRING, t.text, t.line, t.col, t.start, t.end, t.comments)
+        if t.token_type == TokenType.HEREDOC_STRING
+        else t
+        for t in tokens
+    ]
 
 
 def _check_nesting(tokens: list[Token], offset: int) -> None:
