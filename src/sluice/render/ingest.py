@@ -428,7 +428,7 @@ class Ingestion:
                 try:
                     retried(lambda: self._commit_backlog_batch(ranges, offsets), retry_policy(self.item))
                 except (PySparkException, Py4JJavaError) as e:
-                    raise SourceFailed(self.item.name, failure_reason(e, str(self.store.root))) from None
+                    raise SourceFailed(self.item.name, self._reason(e)) from None
                 except SourceUnavailable as e:
                     raise SourceFailed(self.item.name, e.reason) from None
                 at.update({p: to for p, _, to in ranges})
@@ -436,6 +436,11 @@ class Ingestion:
             context.removeJobTag(self.backlog_tag)
             self.backlog = None
         return at
+
+    def _reason(self, error: BaseException) -> str:
+        """Why `error` failed the ingestion (`failures.failure_reason`, naming its store's
+        folder for a write that found the disk full)."""
+        return failure_reason(error, str(self.store.root))
 
     def verify_running(self, highs: dict[int, int], committed: dict[int, int]) -> None:
         """`verify`, the stream stopped and the ingestion failed for good if it fails: the
@@ -536,7 +541,7 @@ class Ingestion:
             query = self.query
             if query is not None and not query.isActive:
                 error = query.exception()
-                reason = "the stream stopped" if error is None else failure_reason(error, str(self.store.root))
+                reason = "the stream stopped" if error is None else self._reason(error)
                 recovers = error is None or not raised_as(error, OffsetsRegressed)
                 if not recovers:
                     self.store.fail(reason)
@@ -586,7 +591,7 @@ class Ingestion:
             self.launch()
         except Exception as e:  # noqa: BLE001 - whatever stops a restart fails the ingestion
             with self.lock:
-                self._failed(failure_reason(e, str(self.store.root)))
+                self._failed(self._reason(e))
         with self.lock:
             if self.stopped and self.query is not None:  # stopped while restarting
                 self.query.stop()
