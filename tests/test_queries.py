@@ -4,7 +4,9 @@ embedded broker and a real Spark session. Tables' side: sqllogic/evaluation_erro
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from decimal import Decimal
 
 import pytest
@@ -156,3 +158,29 @@ def test_each_evaluation_error_reports_its_sqlstate(spark, tmp_path) -> None:
             ("SELECT (SELECT a FROM t)", "21000", "more than one row returned by a subquery used as an expression"),
         ]:
             assert failure(session, sql, code) == f"Evaluation error: {words}", sql
+
+
+def test_timestamps_show_the_sessions_wall_clock_whatever_the_local_time_zone(spark, monkeypatch) -> None:
+    # PySpark converts a collected timestamp through the Python process's time zone, and
+    # that conversion fails on year 1's first day: sluice collects the session's (UTC).
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        with sluice.Session() as s:
+            (row,) = s.execute(
+                "SELECT TIMESTAMP '2024-01-02 03:04:05', TIMESTAMP '0001-01-01 00:00:00',"
+                " TIMESTAMP '9999-12-31 23:59:59.999999', ROW(TIMESTAMP '2024-07-01 12:00:00', 1),"
+                " ARRAY[TIMESTAMP '2024-07-01 12:00:00'], TIMESTAMP '2024-01-02 03:04:05' AS same"
+            ).rows
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    july = datetime.datetime(2024, 7, 1, 12)
+    assert row == (
+        datetime.datetime(2024, 1, 2, 3, 4, 5),
+        datetime.datetime(1, 1, 1),
+        datetime.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        (july, 1),
+        [july],
+        datetime.datetime(2024, 1, 2, 3, 4, 5),
+    )

@@ -31,7 +31,7 @@ from sluice.plan.plans import QueryPlan, Read
 from sluice.render.pyspark_code import F, fail_if
 from sluice.render.source import Collection, SourceRead, render_source
 from sluice.render.store import Store
-from sluice.render.types import stored_table_frame
+from sluice.render.types import stored_table_frame, wall_clock_frame
 from sluice.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
@@ -166,7 +166,7 @@ class QueryRenderer:
         the job fails at once for a guard read in it (and `error_of` names the error);
         other guards are looked at once their rows are in."""
         frame, guards, width = self.prepare(plan, shape)
-        rows = frame.collect()
+        rows = wall_clock_frame(frame).collect()
         columns = frame.columns
         flagged = {g.flag for g in guards if g.flag is not None and any(r[columns.index(g.flag)] for r in rows)}
         error = self.unread_error(frame, guards, flagged)

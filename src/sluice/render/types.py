@@ -1,4 +1,5 @@
-"""Materialize type names → Spark SQL types, and tables' rows as a Spark DataFrame."""
+"""Materialize type names → Spark SQL types, tables' rows as a Spark DataFrame, and a
+frame's timestamps as the wall clock Python is given when it collects one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sluice.catalog.types import Column, SqlType
 from sluice.errors import FeatureNotSupported
+from sluice.render.pyspark_code import F
 from sluice.tables import rows_of
 
 _SCALARS = {
@@ -73,3 +75,33 @@ def table_frame(spark: SparkSession, rows: list[tuple], columns: tuple[Column, .
         [pa.array(list(v), type=f.type) for v, f in zip(values, arrow_schema, strict=True)], schema=arrow_schema
     )
     return spark.createDataFrame(table, schema)
+
+
+def _wall_clock_type(data_type: T.DataType) -> T.DataType:
+    """`data_type` with every timestamp, however deeply nested, one without time zone."""
+    if isinstance(data_type, T.TimestampType):
+        return T.TimestampNTZType()
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, _wall_clock_type(f.dataType), f.nullable) for f in data_type])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_wall_clock_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(
+            _wall_clock_type(data_type.keyType), _wall_clock_type(data_type.valueType), data_type.valueContainsNull
+        )
+    return data_type
+
+
+def wall_clock_frame(frame: DataFrame) -> DataFrame:
+    """`frame` with its timestamps as their wall clock in the session's time zone (UTC),
+    column by column in place. PySpark gives a collected timestamp in the Python
+    process's local time zone, through a conversion that fails for the first day of year
+    1 ("year 0 is out of range"); a timestamp without time zone it gives as it is."""
+    fields = frame.schema.fields
+    wanted = [_wall_clock_type(f.dataType) for f in fields]
+    if wanted == [f.dataType for f in fields]:
+        return frame
+    positional = [f"_{i}" for i in range(len(fields))]  # a query's columns may share a name
+    return frame.toDF(*positional).select(
+        *(F.col(name).cast(t) if t != f.dataType else F.col(name) for name, t, f in zip(positional, wanted, fields))
+    )

@@ -144,10 +144,32 @@ class SluiceGenerator(MaterializeGenerator):
         return f"{modifier} ERRORS {text}" if modifier else text
 
 
+def _integer_type(digits: str) -> str:
+    """PostgreSQL's type for an integer literal: integer if it fits 32 bits, bigint if it
+    fits 64, numeric beyond (`-2147483648` is an integer: PostgreSQL folds the sign in)."""
+    value = int(digits)
+    if -(2**31) <= value < 2**31:
+        return "INT"
+    return "BIGINT" if -(2**63) <= value < 2**63 else "DECIMAL"
+
+
+def _annotate_literal(annotator, literal: exp.Literal) -> exp.Literal:
+    annotator._annotate_literal(literal)
+    if literal.is_int:
+        negated = isinstance(literal.parent, exp.Neg)
+        annotator._set_type(literal, exp.DataType.build(_integer_type(("-" if negated else "") + literal.this)))
+    return literal
+
+
 class Sluice(Materialize):
     Tokenizer = SluiceTokenizer
     Parser = SluiceParser
     Generator = SluiceGenerator
+    # sqlglot types every integer literal INT; PostgreSQL by its magnitude.
+    EXPRESSION_METADATA = {
+        **Materialize.EXPRESSION_METADATA,
+        exp.Literal: {"annotator": _annotate_literal},
+    }
 
 
 _KINDS: dict[str, tuple[type[exp.Expression], ...]] = {
