@@ -215,9 +215,9 @@ def _answer(session: sluice.Session, sql: str) -> list | None:
 
 def recreated_run(run: Run, data_dir: Path) -> RunOutcome:
     """`run` on a `sluice kafka serve` child: the source reads the old topic, the topic is
-    re-created, what each session shows is taken; then the new topic passes the old one's
-    end, the source is started over as the hint says, and its rows are compared with the
-    new topic's."""
+    re-created, what each session shows is taken (the running one, the next, and one once
+    the new topic has passed the old one's end); then the source is started over as the
+    hint says, and its rows are compared with the new topic's."""
     topic = Recreatable(numbered(0, run.old), run.partitions)
     seen = []
     try:
@@ -229,8 +229,11 @@ def recreated_run(run: Run, data_dir: Path) -> RunOutcome:
                 seen.append(shown(session, run.reason()))
         if not run.while_running:
             topic.recreate(renamed(0, run.new), run.partitions_after)
+        with sluice.Session(data_dir) as session:
+            seen.append(shown(session, run.reason()))
         # The new topic passes the old one's end: a source reading on from its committed
-        # offsets would now take them for new messages.
+        # offsets would now take them for new messages. (Had it passed it before any
+        # session saw the topic re-created, its offsets would not tell: see README.)
         spread(topic.bootstrap, renamed(run.new, run.old), run.partitions_after)
         with sluice.Session(data_dir) as session:
             seen.append(shown(session, run.reason()))
