@@ -1,5 +1,5 @@
-"""The fault figures of issue 14, each measured on real components (Spark, the embedded
-broker, files on disk), printed as one table.
+"""The fault figures of issues 14 and 35, each measured on real components (Spark, the
+embedded broker, files on disk), printed as one table.
 
 Usage: python bench/faults.py
 
@@ -10,9 +10,11 @@ tried / lost silently, kill -9 rounds / messages lost / duplicated), `fault_acce
 sessions refused, places a secret appears, registry-login messages decoded), `fault_inputs`
 (hostile inputs tried / answered with anything but a `SqlError`), `fault_sink` (rows a sink
 loses or writes twice through a broker outage longer than its transaction timeout, and dead
-letters after kills in the middle of a transaction). Unlike the other benchmarks these are counts of
-failures, not timings against hand-written PySpark: a hand-written job has no error path
-to compare against.
+letters after kills in the middle of a transaction), `fault_recreated` (topics re-created
+under a source / runs shown as anything but failed with the reason / rows wrong once the
+source is started over), `fault_restored` (older catalogs put back / ids reused / files
+deleted). Unlike the other benchmarks these are counts of failures, not timings against
+hand-written PySpark: a hand-written job has no error path to compare against.
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ import fault_access  # noqa: E402
 import fault_inputs  # noqa: E402
 import fault_outage  # noqa: E402
 import fault_poison  # noqa: E402
+import fault_recreated  # noqa: E402
+import fault_restored  # noqa: E402
 import fault_sink  # noqa: E402
 import fault_store  # noqa: E402
 
-AREAS = (fault_poison, fault_outage, fault_store, fault_sink, fault_access, fault_inputs)
+AREAS = (
+    fault_poison, fault_outage, fault_recreated, fault_store, fault_restored, fault_sink, fault_access, fault_inputs
+)
 
 
 def main() -> None:

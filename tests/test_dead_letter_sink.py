@@ -197,8 +197,8 @@ def killed_mid_transaction(work: Path, kills: int) -> KilledMidTransaction:
             return KilledMidTransaction(expected, got, len(read_all(kafka.bootstrap, "dead")), row[3:5])
 
 
-# One session killed by default; the long tier kills a second one, which redoes the step.
-@pytest.mark.parametrize("kills", [1, pytest.param(2, marks=pytest.mark.long)])
+# One session killed by default; the long tier kills five in turn, each redoing the step.
+@pytest.mark.parametrize("kills", [1, pytest.param(5, marks=pytest.mark.long)])
 def test_sessions_killed_mid_transaction_sink_every_dead_letter_exactly_once(spark, tmp_path, kills) -> None:
     outcome = killed_mid_transaction(tmp_path, kills)
     assert len(outcome.got) == len(outcome.expected), (len(outcome.got), len(outcome.expected))

@@ -3,16 +3,17 @@ RETRY TIMEOUT only delays its results; past it the source shows itself failed, w
 reason, in SHOW SOURCE STATISTICS and in every query's error, and it recovers by itself
 once the fault clears — nothing lost, nothing duplicated. A topic whose offsets went
 backwards (recreated under a source) is a fault for good, until the source is created
-again. Real Spark, the embedded broker (`set_broker_down/up`, or a new one on the same
-port) and a real schema registry server (tests/registry.py)."""
+again. Real Spark, the embedded broker (`set_broker_down/up`; a topic re-created by
+restarting `sluice kafka serve`, or a broker of this process, on the same port:
+tests/recreated_topic.py) and a real schema registry server (tests/registry.py)."""
 
 from __future__ import annotations
 
 import datetime
 import json
-import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import fastavro
@@ -31,31 +32,21 @@ from sluice.kafka.reader import KafkaStreamReader, Options, read_range
 from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
 from sluice.render.failures import WORKER_LATE, failure_reason
+from tests.recreated_topic import (
+    Recreatable,
+    create_source,
+    numbered,
+    renamed,
+    start_over,
+    start_over_hint,
+    statistics,
+    wait_for,
+)
 from tests.registry import Registry
 
 SCHEMA = {"type": "record", "name": "r", "fields": [{"name": "n", "type": "long"}]}
 # Small bounds, so a fault outlasts them in seconds.
 SHORT_RETRY = "WITH (RETRY TIMEOUT = '2s', RETRY DELAY MAX = '500ms')"
-
-
-def numbered(start: int, count: int) -> list[tuple[None, bytes]]:
-    return [(None, b"m%d" % i) for i in range(start, start + count)]
-
-
-def wait_for(condition, seconds: float = 60.0, every: float = 0.5):
-    """`condition()`'s first truthy value, asked until `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(every)
-
-
-def statistics(session: sluice.Session, source: str) -> dict:
-    result = session.execute(f"SHOW SOURCE STATISTICS FOR {source}")
-    (row,) = result.rows
-    return dict(zip(result.columns, row))
 
 
 def failed_reason(session: sluice.Session, source: str) -> str | None:
@@ -220,46 +211,28 @@ def test_an_idle_source_keeps_its_broker_connections(broker) -> None:
     assert len(opened) <= 1, opened
 
 
-class Recreatable:
-    """An embedded broker holding topic "t" that a new one on the same port can replace:
-    to a client, the topic deleted and created again, its offsets from 0."""
-
-    def __init__(self, messages) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.kafka = self._started(messages)
-
-    def _started(self, messages) -> EmbeddedKafka:
-        kafka = EmbeddedKafka(port=self.port)
-        kafka.create_topic("t", 1)
-        produce(kafka.bootstrap, "t", messages)
-        return kafka
-
-    def recreate(self, messages) -> None:
-        self.kafka.close()
-        self.kafka = self._started(messages)
-
-
-@pytest.fixture
-def recreatable(spark):
-    topic = Recreatable(numbered(0, 100))
+def _recreatable(served: bool) -> Iterator[Recreatable]:
+    topic = Recreatable(numbered(0, 100), served=served)
     try:
         yield topic
     finally:
-        topic.kafka.close()
+        topic.close()
 
 
-def renamed(start: int, count: int) -> list[tuple[None, bytes]]:
-    return [(None, b"new%d" % i) for i in range(start, start + count)]
+@pytest.fixture
+def served_topic(spark):
+    """Topic "t" of `sluice kafka serve`, re-created by restarting it on the same port."""
+    yield from _recreatable(served=True)
+
+
+@pytest.fixture
+def in_process_topic(spark):
+    """Topic "t" of an embedded broker of this process, re-created by a new one on its port."""
+    yield from _recreatable(served=False)
 
 
 RECREATED = "topic was recreated: high watermark of partition 0 regressed to 3, below the committed offset 100"
-START_OVER = (
-    'the source cannot recover: to read its topic from the start, run SHOW CREATE SOURCE "src", '
-    'DROP SOURCE "src" CASCADE, then the CREATE SOURCE statement shown (and create again what CASCADE dropped)'
-)
-MV = "CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, min(text) AS first FROM src"
+START_OVER = start_over_hint("src")
 
 
 def assert_recreated(session: sluice.Session) -> None:
@@ -275,20 +248,17 @@ def assert_recreated(session: sluice.Session) -> None:
         ), query
 
 
-def create_source(session: sluice.Session, bootstrap: str) -> None:
-    session.execute(f"CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}')")
-    session.execute(
-        "CREATE SOURCE src FROM KAFKA CONNECTION kafka (TOPIC 't') FORMAT TEXT "
-        "WITH (REDIRECT ERRORS = dlq, RETRY TIMEOUT = '2s', RETRY DELAY MAX = '500ms')"
-    )
-    session.execute(MV)
+def created(session: sluice.Session, bootstrap: str) -> None:
+    create_source(session, bootstrap)
     assert session.execute("SELECT n, first FROM mv").rows == [(100, "m0")]
 
 
-def test_a_recreated_topic_fails_the_source_for_good_until_it_is_created_again(recreatable, tmp_path: Path) -> None:
+def test_a_recreated_topic_fails_the_source_for_good_until_it_is_created_again(served_topic, tmp_path: Path) -> None:
+    """The topic re-created as a user does it: `sluice kafka serve` stopped and started
+    again on the same port."""
     with sluice.Session(tmp_path) as session:
-        create_source(session, recreatable.kafka.bootstrap)
-        recreatable.recreate(renamed(0, 3))
+        created(session, served_topic.bootstrap)
+        served_topic.recreate(renamed(0, 3))
         # The stream notices by itself, with no statement asking, and records it for good.
         recorded = wait_for(lambda: list(tmp_path.glob("streams/*/failed.json")))
         assert [json.loads(f.read_text()) for f in recorded] == [{"reason": RECREATED}]
@@ -298,25 +268,22 @@ def test_a_recreated_topic_fails_the_source_for_good_until_it_is_created_again(r
 
     # A restart with the data directory kept: still failed, though the new topic has by
     # now passed the old one's end (a stream reading on from offset 100 would misread it).
-    produce(recreatable.kafka.bootstrap, "t", renamed(3, 200))
+    produce(served_topic.bootstrap, "t", renamed(3, 200))
     with sluice.Session(tmp_path) as session:
         assert_recreated(session)
         # What the hint says to run reads the new topic from its start, all of it.
-        (create,) = session.execute('SHOW CREATE SOURCE "src"').rows
-        session.execute('DROP SOURCE "src" CASCADE')
-        session.execute(create[-1])
-        session.execute(MV)
+        start_over(session)
         assert session.execute("SELECT n, first FROM mv").rows == [(203, "new0")]
         assert sorted(session.execute("SELECT text FROM src").rows) == sorted((t.decode(),) for _, t in renamed(0, 203))
         assert statistics(session, "src")["status"] == "running"
 
 
-def test_a_topic_recreated_while_no_session_ran_fails_the_next_one_s_first_read(recreatable, tmp_path: Path) -> None:
+def test_a_topic_recreated_while_no_session_ran_fails_the_next_one_s_first_read(in_process_topic, tmp_path: Path) -> None:
     """The next session's stream starts from committed offsets past the topic's end: the
     fault, found before the stream reads a thing, not a snapshot of the old topic's rows."""
     with sluice.Session(tmp_path) as session:
-        create_source(session, recreatable.kafka.bootstrap)
-    recreatable.recreate(renamed(0, 3))
+        created(session, in_process_topic.bootstrap)
+    in_process_topic.recreate(renamed(0, 3))
     with sluice.Session(tmp_path) as session:
         error = source_error(session, "SELECT n FROM mv")
         assert (error.message, error.hint) == (f'Source error: source "src" has failed: {RECREATED}', START_OVER)
