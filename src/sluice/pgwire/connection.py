@@ -104,6 +104,7 @@ class Connection:
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
         self.skipping = False  # after an extended-protocol error, until Sync
+        self._text: Substituted | None = None  # the statement an error's position is in
         self._state = threading.Lock()
         self._group: str | None = None  # the running statement's Spark job group
         self._running = False
@@ -253,8 +254,10 @@ class Connection:
         except ProtocolViolation:
             raise
         except SqlError as e:
-            self._error(e)
+            self._error(e, self._text)
             self.skipping = True
+        finally:
+            self._text = None
         return True
 
     def _error(self, error: SqlError, text: Substituted | None = None) -> None:
@@ -289,7 +292,7 @@ class Connection:
             if outcome.columns is not None:
                 self.send(wire.row_description((n, o, s, 0) for n, o, s in outcome.columns))
                 for row in outcome.rows:
-                    self.send(wire.data_row(text_value(v) for v in row))
+                    self.send(wire.data_row(text_value(v, c[1]) for v, c in zip(row, outcome.columns, strict=True)))
             self.send(wire.command_complete(_tag(outcome, len(outcome.rows))))
         self._end_implicit()
         self.send(wire.ready_for_query(self.transaction))
@@ -309,14 +312,9 @@ class Connection:
         count = max(len(types), len(found))
         types = [(types[i] if i < len(types) else 0) or (found[i] if i < len(found) else 0) for i in range(count)]
         if not self._session_statement(sql):  # a syntax error is reported at Parse
-            text = substitute(sql, [parameter_literal(None, t, False) for t in types])
-            try:
-                for start, end in split_statements(text.text):
-                    parse_statement(text.text, start, end)
-            except SqlError as e:
-                self._error(e, text)
-                self.skipping = True
-                return
+            self._text = substitute(sql, [parameter_literal(None, t, False) for t in types])
+            for start, end in split_statements(self._text.text):
+                parse_statement(self._text.text, start, end)
         self.prepared[name] = Prepared(sql, types)
         self.send(wire.PARSE_COMPLETE)
 
@@ -352,10 +350,11 @@ class Connection:
                 raise _UndefinedPrepared(f'prepared statement "{name}" does not exist')
             self.send(wire.parameter_description(t or TEXT_OID for t in prepared.types))
             nulls = [parameter_literal(None, t, False) for t in prepared.types]
-            text = substitute(prepared.sql, nulls)
-            self._describe_rows(self._columns(text), [])
+            self._text = substitute(prepared.sql, nulls)
+            self._describe_rows(self._columns(self._text), [])
         elif what == ord("P"):
             portal = self._portal(name)
+            self._text = portal.text
             self._describe_rows(self._columns(portal.text), portal.formats)
         else:
             raise ProtocolViolation(f"invalid DESCRIBE message subtype {what}")
@@ -381,12 +380,8 @@ class Connection:
             if not spans:
                 self.send(wire.EMPTY_QUERY)
                 return
-            try:
-                portal.outcome = self._statement(portal.text.text, *spans[0])
-            except SqlError as e:
-                self._error(e, portal.text)
-                self.skipping = True
-                return
+            self._text = portal.text
+            portal.outcome = self._statement(portal.text.text, *spans[0])
         outcome = portal.outcome
         if outcome.notice and portal.sent == 0:
             self.send(wire.notice_response(outcome.notice))
@@ -646,7 +641,7 @@ def _format(formats: list[int], i: int) -> int:
 
 
 def _encode(value: Any, oid: int, fmt: int) -> bytes | None:
-    return binary_value(value, oid) if fmt == 1 else text_value(value)
+    return binary_value(value, oid) if fmt == 1 else text_value(value, oid)
 
 
 def _tag(outcome: Outcome, count: int) -> str:

@@ -24,7 +24,7 @@ _TOKENS = re.compile(
     | --[^\n]*
     | /\*.*?\*/
     | (?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z0-9_]*)?\$).*?(?P=dollar)
-    | \$(?P<number>[0-9]+)(?P<cast>\s*::\s*(?P<type>[A-Za-z_][A-Za-z0-9_ ]*?)(?=[^A-Za-z0-9_ ]|$))?
+    | \$(?P<number>[0-9]+)(?P<cast>\s*::\s*(?P<type>double\s+precision|[A-Za-z_][A-Za-z0-9_]*))?
     """
 )
 MAX_PARAMETERS = 65535
@@ -48,7 +48,7 @@ def placeholders(sql: str) -> list[int]:
         number = int(match.group("number"))
         if not 1 <= number <= MAX_PARAMETERS:
             raise ProtocolViolation(f"there is no parameter ${number}")
-        cast = (match.group("type") or "").strip().lower()
+        cast = " ".join((match.group("type") or "").lower().split())
         if types.get(number, 0) == 0:
             types[number] = _CAST_OIDS.get(cast, 0)
     return [types.get(n, 0) for n in range(1, max(types, default=0) + 1)]

@@ -50,8 +50,8 @@ def oid_of(type_name: str | None) -> tuple[int, int]:
     return OIDS.get(type_name or "text", (TEXT_OID, -1))
 
 
-def text_value(value: Any) -> bytes | None:
-    return None if value is None else pg_text(value).encode("utf-8")
+def text_value(value: Any, oid: int = TEXT_OID) -> bytes | None:
+    return None if value is None else pg_text(_typed(value, oid)).encode("utf-8")
 
 
 def binary_value(value: Any, oid: int) -> bytes | None:
@@ -59,12 +59,17 @@ def binary_value(value: Any, oid: int) -> bytes | None:
     if value is None:
         return None
     encode = _SENDERS.get(oid)
-    return text_value(value) if encode is None else encode(value)
+    return text_value(value) if encode is None else encode(_typed(value, oid))
+
+
+def _typed(value: Any, oid: int) -> Any:
+    """A time of day arrives from Spark as a timestamp on today's date."""
+    return value.time() if oid == 1083 and isinstance(value, datetime.datetime) else value
 
 
 def _numeric_send(value: Any) -> bytes:
     """numeric_send: digits in base 10,000 around the decimal point, weight, sign, scale."""
-    value = Decimal(value)
+    value = Decimal(pg_text(value))  # Spark's scale, trimmed as the text form is
     if value.is_nan():
         return struct.pack("!hhHh", 0, 0, 0xC000, 0)
     if value.is_infinite():
