@@ -328,12 +328,12 @@ class Connection:
         if prepared is None:
             raise _UndefinedPrepared(f'prepared statement "{name}" does not exist')
         if len(values) != len(prepared.types):
-            raise ProtocolViolation(
+            raise _BadBind(
                 f'bind message supplies {len(values)} parameters, but prepared statement "{name}"'
                 f" requires {len(prepared.types)}"
             )
         if len(formats) not in (0, 1, len(values)):
-            raise ProtocolViolation(f"bind message has {len(formats)} parameter formats but {len(values)} parameters")
+            raise _BadBind(f"bind message has {len(formats)} parameter formats but {len(values)} parameters")
         binary = [bool((formats or [0])[0 if len(formats) <= 1 else i]) for i in range(len(values))]
         literals = [parameter_literal(v, t, b) for v, t, b in zip(values, prepared.types, binary, strict=True)]
         if portal and portal in self.portals:
@@ -570,6 +570,13 @@ class Connection:
                 threading.Event().wait(0.5)
 
         threading.Thread(target=keep_cancelling, name="sluice-pgwire-cancel", daemon=True).start()
+
+
+class _BadBind(SqlError):
+    """A well-formed Bind that does not fit its statement: an error, not the end of the
+    connection (as in PostgreSQL)."""
+
+    code = "08P01"
 
 
 class _UndefinedPrepared(SqlError):

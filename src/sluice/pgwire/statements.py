@@ -13,7 +13,11 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from sluice.errors import ProtocolViolation
+from sluice.errors import SqlError
+
+
+class UndefinedParameter(SqlError):
+    code = "42P02"
 
 # Literals, quoted identifiers and comments (where `$1` is no placeholder), or a placeholder.
 _TOKENS = re.compile(
@@ -47,7 +51,7 @@ def placeholders(sql: str) -> list[int]:
             continue
         number = int(match.group("number"))
         if not 1 <= number <= MAX_PARAMETERS:
-            raise ProtocolViolation(f"there is no parameter ${number}")
+            raise UndefinedParameter(f"there is no parameter ${number}")
         cast = " ".join((match.group("type") or "").lower().split())
         if types.get(number, 0) == 0:
             types[number] = _CAST_OIDS.get(cast, 0)
@@ -81,7 +85,7 @@ def substitute(sql: str, literals: list[str]) -> Substituted:
             continue
         number = int(match.group("number"))
         if number > len(literals):
-            raise ProtocolViolation(f"there is no parameter ${number}")
+            raise UndefinedParameter(f"there is no parameter ${number}")
         literal = f"({literals[number - 1]})"
         out.append(sql[last : match.start()])
         length += match.start() - last
