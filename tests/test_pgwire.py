@@ -214,12 +214,24 @@ def test_what_is_not_supported_yet_is_0A000_naming_it(tmp_path: Path) -> None:
         for sql, name in [
             ("COPY (SUBSCRIBE t) TO STDOUT", "COPY"), ("DECLARE c CURSOR FOR SELECT 1", "DECLARE"),
             ("FETCH 1 c", "FETCH"), ("SUBSCRIBE t", "SUBSCRIBE over the wire"), ("LISTEN x", "LISTEN"),
+            ("SELECT version()", "version()"), ("SELECT relname FROM pg_catalog.pg_class", "pg_catalog"),
+            ("SELECT * FROM information_schema.tables", "information_schema"), ("SELECT current_user", "current_user"),
         ]:
             assert summary(raw.query(sql)) == [f"E 0A000 {name} is not supported yet", "Z I"]
         raw.send(message("F", struct.pack("!i", 1234) + b"\0\0\0\0\0\0\0\0"))  # FunctionCall
         assert summary(raw.until_ready()) == ["E 0A000 function call messages are not supported", "Z I"]
         assert summary(raw.query("SHOW TABLES")) == ["T", "D ['t', 'table', None]", "C SELECT 1", "Z I"]
         raw.close()
+
+
+def test_sqlalchemy_asks_the_catalog_and_hears_it_is_not_there_yet(tmp_path: Path) -> None:
+    import sqlalchemy
+
+    with serving(tmp_path / "data") as server:
+        engine = sqlalchemy.create_engine(f"postgresql+psycopg://materialize@127.0.0.1:{server.address[1]}/materialize")
+        with pytest.raises(sqlalchemy.exc.NotSupportedError, match="pg_catalog is not supported yet"):
+            engine.connect()
+        engine.dispose()
 
 
 def extended(raw: Raw, sql: str, params: list[bytes | None], limit: int = 0, param_types: tuple[int, ...] = ()) -> list[str]:

@@ -33,6 +33,7 @@ from sluice.errors import (
     ProtocolViolation,
     QueryCanceled,
     ReadOnlySqlTransaction,
+    Span,
     SqlError,
     TooManyConnections,
     as_sql_error,
@@ -44,6 +45,7 @@ from sluice.pgwire.statements import (
     TRANSACTION_START,
     UNSUPPORTED,
     Substituted,
+    catalog_question,
     leading_words,
     placeholders,
     set_statement,
@@ -444,7 +446,7 @@ class Connection:
         if name is not None and name in self.settings.values:
             column, value = self.settings.show(name)
             return Outcome("SHOW", [(column, TEXT_OID, -1)], [(value,)], counted=False)
-        statement = parse_statement(text, start, end)
+        statement = _parsed(text, start, end)
         self._check_transaction(statement, words)
         with self.server.lock.reading() if isinstance(statement, READS) else self.server.lock.writing():
             return self._apply(statement, sql)
@@ -491,7 +493,7 @@ class Connection:
             return [(name, TEXT_OID, -1)]
         if self._session_statement(sql):
             return None
-        statement = parse_statement(text.text, *spans[0])
+        statement = _parsed(text.text, *spans[0])
         if not isinstance(statement, READS):
             return None
         with self.server.lock.reading():
@@ -593,6 +595,15 @@ class _DuplicatePrepared(SqlError):
 
 class _DuplicateCursor(SqlError):
     code = "42P03"
+
+
+def _parsed(text: str, start: int, end: int) -> ast.Statement:
+    """The statement at `text[start:end]`, unless it asks what sluice cannot answer yet."""
+    asked = catalog_question(text[start:end])
+    if asked is not None:
+        what, offset = asked
+        raise FeatureNotSupported(f"{what} is not supported yet", span=Span(start + offset, start + offset))
+    return parse_statement(text, start, end)
 
 
 def _options(text: str) -> list[tuple[str, str]]:

@@ -98,6 +98,35 @@ def substitute(sql: str, literals: list[str]) -> Substituted:
     return Substituted("".join(out), tuple(edits))
 
 
+# What clients ask a PostgreSQL server about itself, which sluice does not answer yet: its
+# catalog schemas and session functions (Spark would answer some of these, wrongly: its
+# own version, schema `default`, the operating system's user).
+_CATALOG = re.compile(
+    r"""(?ix)\b(?:
+      (?P<schema>pg_catalog|information_schema|mz_catalog|mz_internal)\s*\.
+    | (?P<function>version|current_schema|current_schemas|current_database|current_catalog|pg_backend_pid)\s*\(
+    | (?P<keyword>current_user|session_user|current_role)\b
+    )"""
+)
+
+
+def catalog_question(sql: str) -> tuple[str, int] | None:
+    """(what, offset) of the first catalog schema or session function `sql` names outside
+    its literals and comments, if any."""
+    blanked = list(sql)
+    for match in _TOKENS.finditer(sql):
+        if match.group("number") is None:
+            blanked[match.start() : match.end()] = " " * (match.end() - match.start())
+    found = _CATALOG.search("".join(blanked))
+    if found is None:
+        return None
+    if found.group("schema"):
+        return found.group("schema").lower(), found.start()
+    if found.group("function"):
+        return found.group("function").lower() + "()", found.start()
+    return found.group("keyword").lower(), found.start()
+
+
 _WORDS = re.compile(r"[A-Za-z_]+")
 
 
