@@ -73,6 +73,7 @@ class Outcome:
     columns: list[tuple[str, int, int]] | None = None
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     notice: str | None = None
+    warning: tuple[str, str] | None = None  # (SQLSTATE, text) of a WARNING
     counted: bool = True  # its tag is `SELECT n` (all but SHOW of a session variable)
 
 
@@ -270,6 +271,12 @@ class Connection:
             self.transaction = "E"
         self.send(wire.error_response(error, position=position))
 
+    def _notices(self, outcome: Outcome) -> None:
+        if outcome.notice:
+            self.send(wire.notice_response(outcome.notice))
+        if outcome.warning:
+            self.send(wire.notice_response(outcome.warning[1], "WARNING", outcome.warning[0]))
+
     def _end_implicit(self) -> None:
         if self.transaction == "I":
             self.read_transaction = False
@@ -289,8 +296,7 @@ class Connection:
             except SqlError as e:
                 self._error(e, text)
                 break
-            if outcome.notice:
-                self.send(wire.notice_response(outcome.notice))
+            self._notices(outcome)
             if outcome.columns is not None:
                 self.send(wire.row_description((n, o, s, 0) for n, o, s in outcome.columns))
                 for row in outcome.rows:
@@ -385,8 +391,8 @@ class Connection:
             self._text = portal.text
             portal.outcome = self._statement(portal.text.text, *spans[0])
         outcome = portal.outcome
-        if outcome.notice and portal.sent == 0:
-            self.send(wire.notice_response(outcome.notice))
+        if portal.sent == 0:
+            self._notices(outcome)
         rows = outcome.rows[portal.sent :] if limit <= 0 else outcome.rows[portal.sent : portal.sent + limit]
         columns = outcome.columns or []
         for row in rows:
@@ -453,7 +459,7 @@ class Connection:
 
     def _begin(self, word: str) -> Outcome:
         if self.transaction != "I":
-            return Outcome("BEGIN", notice="there is already a transaction in progress")
+            return Outcome("BEGIN", warning=("25001", "there is already a transaction in progress"))
         self.transaction = "T"
         self.read_transaction = False
         return Outcome("BEGIN" if word == "BEGIN" else "START TRANSACTION")
@@ -464,8 +470,8 @@ class Connection:
         self.transaction = "I"
         self.read_transaction = False
         tag = "COMMIT" if word in ("COMMIT", "END") and not failed else "ROLLBACK"
-        notice = "there is no transaction in progress" if outside else None
-        return Outcome(tag, notice=notice)
+        warning = ("25P01", "there is no transaction in progress") if outside else None
+        return Outcome(tag, warning=warning)
 
     def _check_transaction(self, statement: ast.Statement, words: list[str]) -> None:
         if self.transaction != "T":

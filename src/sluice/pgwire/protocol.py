@@ -207,8 +207,8 @@ def error_response(error: SqlError, *, severity: str = "ERROR", position: int | 
     return message(b"E", _fields([(b"S", severity), (b"V", severity), *fields]))
 
 
-def notice_response(text: str) -> bytes:
-    return message(b"N", _fields([(b"S", "NOTICE"), (b"V", "NOTICE"), (b"C", "00000"), (b"M", text)]))
+def notice_response(text: str, severity: str = "NOTICE", code: str = "00000") -> bytes:
+    return message(b"N", _fields([(b"S", severity), (b"V", severity), (b"C", code), (b"M", text)]))
 
 
 def _fields(fields: list[tuple[bytes, str]]) -> bytes:
