@@ -583,6 +583,54 @@ def test_queries_run_side_by_side(server) -> None:
     assert sorted(results) == [6, 7, 8, 9, 10, 11]
 
 
+JDBC_JAR = Path("/usr/share/java/postgresql.jar")  # Debian's libpostgresql-jdbc-java
+JDBC_PROBE = """import java.sql.*;
+
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/materialize?user=materialize";
+        try (Connection conn = DriverManager.getConnection(url)) {
+            System.out.println("server " + conn.getMetaData().getDatabaseProductVersion());
+            try (Statement s = conn.createStatement()) {
+                s.execute("CREATE TABLE jt (id int, name text)");
+                System.out.println("inserted " + s.executeUpdate("INSERT INTO jt VALUES (1, 'one'), (2, 'two')"));
+            }
+            try (PreparedStatement p = conn.prepareStatement("SELECT id, name FROM jt WHERE id > ? ORDER BY id")) {
+                for (int round = 0; round < 6; round++) {  // past prepareThreshold (5): a named statement, binary
+                    p.setInt(1, round % 2);
+                    try (ResultSet rs = p.executeQuery()) {
+                        StringBuilder row = new StringBuilder("round " + round + ":");
+                        while (rs.next()) row.append(" ").append(rs.getInt(1)).append("=").append(rs.getString(2));
+                        System.out.println(row);
+                    }
+                }
+            }
+            try (Statement s = conn.createStatement()) {
+                s.executeQuery("SELECT nope FROM jt");
+            } catch (SQLException e) {
+                System.out.println("error " + e.getSQLState() + " " + e.getMessage().replace("\\n", " | "));
+            }
+        }
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("javac") is None or not JDBC_JAR.exists(), reason="javac or PostgreSQL's JDBC driver is not installed")
+def test_jdbc_prepared_statements_past_the_prepare_threshold(server, tmp_path: Path) -> None:
+    (tmp_path / "Probe.java").write_text(JDBC_PROBE)
+    subprocess.run(["javac", "-cp", str(JDBC_JAR), "Probe.java"], cwd=tmp_path, check=True)
+    out = subprocess.run(
+        ["java", "-cp", f"{JDBC_JAR}{os.pathsep}{tmp_path}", "Probe", str(server.address[1])],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout
+    assert out.splitlines() == [
+        "server 9.5.0", "inserted 2",
+        *[f"round {n}: 1=one 2=two" if n % 2 == 0 else f"round {n}: 2=two" for n in range(6)],
+        'error 42703 ERROR: column "nope" does not exist |   Position: 8',
+    ]
+
+
 # ---- psql and `sluice serve` ------------------------------------------------------------
 
 PSQL = shutil.which("psql")
