@@ -237,6 +237,31 @@ def test_sqlalchemy_asks_the_catalog_and_hears_it_is_not_there_yet(tmp_path: Pat
         engine.dispose()
 
 
+def test_tls_when_configured_and_a_clean_refusal_when_not(tmp_path: Path) -> None:
+    import psycopg
+
+    from sluice.pgwire.server import tls_context
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    with serving(tmp_path / "plain") as server:
+        plain = f"host=127.0.0.1 port={server.address[1]} user=materialize"
+        with pytest.raises(psycopg.OperationalError, match="server does not support SSL, but SSL was required"):
+            psycopg.connect(plain + " sslmode=require")
+        with psycopg.connect(plain + " sslmode=prefer") as conn:
+            assert not conn.pgconn.ssl_in_use
+    with serving(tmp_path / "tls", tls=tls_context(str(cert), str(key))) as server:
+        with psycopg.connect(f"host=127.0.0.1 port={server.address[1]} user=materialize sslmode=require", autocommit=True) as conn:
+            assert conn.pgconn.ssl_in_use
+            assert conn.execute("SHOW server_version").fetchone() == ("9.5.0",)
+            conn.execute("CREATE TABLE secret_things (a int)")
+            assert conn.execute("SHOW TABLES").fetchall() == [("secret_things", "table", None)]
+
+
 def extended(raw: Raw, sql: str, params: list[bytes | None], limit: int = 0, param_types: tuple[int, ...] = ()) -> list[str]:
     """Parse, Bind, Describe (portal) and Execute an unnamed statement, then Sync."""
     raw.send(message("P", b"\0" + sql.encode() + b"\0" + struct.pack("!h", len(param_types)) + b"".join(struct.pack("!i", t) for t in param_types)))

@@ -20,10 +20,11 @@ connection `kafka` to it, as the REPL does. On a terminal, a statement that take
 second shows a progress line on stderr. Sinks run while a process holds their data
 directory, so `run` ends by waiting until every sink has delivered what its relation holds
 (a sink left stalled or failed is a NOTICE on stderr).
-`sluice serve [--port P] [--max-connections N] [--data-dir DIR] [--data-uri URI] [--broker
-ADDR | --embedded]` serves the data directory's session to PostgreSQL clients (psql,
-drivers) on 127.0.0.1, printing `sluice listening on 127.0.0.1:P`, until SIGINT or
-SIGTERM; then it ends the connections and closes the session (stopping streams and sinks).
+`sluice serve [--port P] [--max-connections N] [--tls-cert FILE --tls-key FILE] [--data-dir
+DIR] [--data-uri URI] [--broker ADDR | --embedded]` serves the data directory's session to
+PostgreSQL clients (psql, drivers) on 127.0.0.1, printing `sluice listening on
+127.0.0.1:P`, until SIGINT or SIGTERM; then it ends the connections and closes the session
+(stopping streams and sinks).
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
@@ -141,7 +142,16 @@ def _terminal():
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from sluice.pgwire.server import Server  # the protocol only for the server
+    from sluice.pgwire.server import Server, tls_context  # the protocol only for the server
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("sluice: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    try:
+        tls = None if args.tls_cert is None else tls_context(args.tls_cert, args.tls_key)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        print(f"sluice: cannot use the TLS certificate and key: {e}", file=sys.stderr)
+        return 2
 
     with (
         open_broker(args.broker, embedded=args.embedded) as broker,
@@ -151,7 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(f"WARNING:  {notice}", file=sys.stderr)
         if broker is not None:
             connect(session, broker)
-        server = Server(session, port=args.port, max_connections=args.max_connections)
+        server = Server(session, port=args.port, max_connections=args.max_connections, tls=tls)
         def stop(signum, frame) -> None:
             server.stop(timeout=0)
 
@@ -256,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=6875, help="the port to listen on (default: 6875, as Materialize)")
     p.add_argument("--max-connections", type=int, default=100, metavar="N",
                    help="refuse connections past this many (53300; default: 100)")
+    p.add_argument("--tls-cert", metavar="FILE", help="encrypt connections that ask for it with this certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
     _add_data_options(p)
     _add_spark_options(p)
     p.set_defaults(run=cmd_serve)

@@ -15,7 +15,9 @@ read-only mode`, DDL with `… cannot be run inside a transaction block`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import secrets
 import select
 import socket
@@ -97,6 +99,7 @@ class Connection:
         self.server = server
         self.session: Session = server.session
         self.sock = sock
+        self._peer = sock  # where `_watch_peer` looks for the client's close
         self.reader = wire.Reader(sock)
         self.pid = pid
         self.secret = secrets.randbits(31)
@@ -146,10 +149,9 @@ class Connection:
             if registered:
                 self.server.unregister(self)
             self.cancel()
-            try:
-                self.sock.close()
-            except OSError:
-                pass
+            for sock in {self.sock, self._peer}:
+                with contextlib.suppress(OSError):
+                    sock.close()
 
     def _fatal(self, error: SqlError) -> None:
         try:
@@ -163,6 +165,13 @@ class Connection:
         None when the packet was a CancelRequest (handled, and nothing is answered)."""
         while True:
             code, body = self.reader.startup()
+            if code == wire.SSL_REQUEST and self.server.tls is not None and self._peer is self.sock:
+                self.sock.sendall(wire.SSL_ACCEPTED)
+                self.sock = self.server.tls.wrap_socket(self.sock, server_side=True)
+                self.reader.sock = self.sock
+                # A TLS socket takes no MSG_PEEK: the TCP socket beneath tells of a close.
+                self._peer = socket.socket(fileno=os.dup(self.sock.fileno()))
+                continue
             if code in (wire.SSL_REQUEST, wire.GSSENC_REQUEST):
                 self.sock.sendall(wire.SSL_REFUSED)
                 continue
@@ -544,8 +553,8 @@ class Connection:
         """Cancel the running statement if the client closes its end meanwhile."""
         while not done.wait(0.2):
             try:
-                readable, _, _ = select.select([self.sock], [], [], 0)
-                if readable and self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                readable, _, _ = select.select([self._peer], [], [], 0)
+                if readable and self._peer.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
                     self.cancel()
                     return
             except BlockingIOError:

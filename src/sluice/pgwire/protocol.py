@@ -192,6 +192,7 @@ BIND_COMPLETE = message(b"2")
 CLOSE_COMPLETE = message(b"3")
 PORTAL_SUSPENDED = message(b"s")
 SSL_REFUSED = b"N"
+SSL_ACCEPTED = b"S"
 
 
 def error_response(error: SqlError, *, severity: str = "ERROR", position: int | None = None) -> bytes:

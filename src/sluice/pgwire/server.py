@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import select
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 
@@ -65,6 +66,14 @@ class ReadWriteLock:
                 self._changed.notify_all()
 
 
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server's TLS context from a certificate chain and its private key (PEM files)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
 class Server:
     def __init__(
         self,
@@ -72,8 +81,10 @@ class Server:
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.session = session
+        self.tls = tls  # when given, an SSLRequest is accepted and the connection encrypted
         self.max_connections = max_connections
         self.lock = ReadWriteLock()
         self._connections: dict[int, Connection] = {}
