@@ -216,7 +216,10 @@ def test_read_transactions_as_materialize_has_them(tmp_path: Path) -> None:
 def test_what_is_not_supported_yet_is_0A000_naming_it(tmp_path: Path) -> None:
     with connected(tmp_path, "CREATE TABLE t (a int)") as raw:
         for sql, name in [
-            ("COPY (SUBSCRIBE t) TO STDOUT", "COPY"), ("DECLARE c CURSOR FOR SELECT 1", "DECLARE"),
+            ("COPY t TO STDOUT", "COPY other than COPY (query) TO STDOUT"),
+            ("COPY (SUBSCRIBE t) TO STDOUT WITH (FORMAT csv)", "COPY in format csv"),
+            ("COPY t FROM STDIN", "COPY other than COPY (query) TO STDOUT"),
+            ("DECLARE c CURSOR FOR SELECT 1", "DECLARE"),
             ("FETCH 1 c", "FETCH"), ("SUBSCRIBE t", "SUBSCRIBE over the wire"), ("LISTEN x", "LISTEN"),
             ("SELECT version()", "version()"), ("SELECT relname FROM pg_catalog.pg_class", "pg_catalog"),
             ("SELECT * FROM information_schema.tables", "information_schema"), ("SELECT current_user", "current_user"),
@@ -586,6 +589,36 @@ def test_cancel_request_and_a_disconnect_cancel_the_statements_spark_jobs(server
     assert _wait_for(lambda: not _active_jobs(spark), 30), "the gone client's jobs still run"
     with psycopg.connect(dsn(server), autocommit=True) as conn:
         assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
+
+
+def test_copy_to_stdout_and_a_subscribe_streaming_changes_until_cancelled(server) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn(server), autocommit=True) as conn:
+        conn.execute("CREATE TABLE feed (a int, b text)")
+        conn.execute("INSERT INTO feed VALUES (1, 'tab\there')")
+        with conn.cursor().copy("COPY (SELECT a, b, NULL::int AS n FROM feed) TO STDOUT") as copy:
+            assert list(copy.rows()) == [("1", "tab\there", None)]
+        watcher = psycopg.connect(dsn(server), autocommit=True)
+        seen: list[tuple] = []
+
+        def produce_then_cancel() -> None:
+            assert _wait_for(lambda: len(seen) == 1, 120)
+            conn.execute("INSERT INTO feed VALUES (2, 'later')")
+            assert _wait_for(lambda: len(seen) == 2, 120)
+            watcher.cancel_safe()
+
+        helper = threading.Thread(target=produce_then_cancel)
+        helper.start()
+        with pytest.raises(psycopg.errors.QueryCanceled, match="canceling statement due to user request"):
+            with watcher.cursor().copy("COPY (SUBSCRIBE feed) TO STDOUT") as copy:
+                for row in copy.rows():
+                    seen.append(row)
+        helper.join(10)
+        assert [row[1:] for row in seen] == [("1", "1", "tab\there"), ("1", "2", "later")]
+        assert int(seen[0][0]) <= int(seen[1][0])  # mz_timestamp, in milliseconds
+        assert watcher.execute("SELECT count(*) FROM feed").fetchone() == (2,)  # the connection goes on
+        watcher.close()
 
 
 def test_queries_run_side_by_side(server) -> None:

@@ -400,6 +400,11 @@ class Session:
         return self._subscription(planned)
 
     @user_errors
+    def subscribe_plan(self, planned: SubscribePlan):
+        """`subscribe` of a SUBSCRIBE already planned (`plan`)."""
+        return self._subscription(planned)
+
+    @user_errors
     def describe(self, name: str) -> list[str]:
         """What `sluice plan` tells of the relation `name` besides its columns: for a source
         its topic, formats, envelope, error policy, dead-letter table and timeline."""

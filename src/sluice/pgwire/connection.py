@@ -48,13 +48,14 @@ from sluice.pgwire.statements import (
     UNSUPPORTED,
     Substituted,
     catalog_question,
+    copy_out,
     leading_words,
     placeholders,
     set_statement,
     show_name,
     substitute,
 )
-from sluice.pgwire.types import TEXT_OID, binary_value, oid_of, parameter_literal, text_value
+from sluice.pgwire.types import TEXT_OID, binary_value, copy_line, oid_of, parameter_literal, text_value
 from sluice.plan import QueryPlan, SubscribePlan
 from sluice.session import Session
 from sluice.syntax import ast
@@ -113,6 +114,7 @@ class Connection:
         self._text: Substituted | None = None  # the statement an error's position is in
         self._state = threading.Lock()
         self._group: str | None = None  # the running statement's Spark job group
+        self._on_cancel: Callable[[], None] | None = None  # what else a cancel stops
         self._running = False
         self._cancelled = False
         self._statements = itertools.count(1)
@@ -446,6 +448,8 @@ class Connection:
             raise InFailedSqlTransaction(
                 "current transaction is aborted, commands ignored until end of transaction block"
             )
+        if first == "COPY":
+            return self._copy(text, start, end)
         if first in UNSUPPORTED:
             raise FeatureNotSupported(f"{UNSUPPORTED[first]} is not supported yet")
         setting = set_statement(sql)
@@ -465,6 +469,43 @@ class Connection:
         self._check_transaction(statement, words)
         with self.server.lock.reading() if isinstance(statement, READS) else self.server.lock.writing():
             return self._apply(statement, sql)
+
+    def _copy(self, text: str, start: int, end: int) -> Outcome:
+        """`COPY (query) TO STDOUT`: the query's rows in COPY's text format; a SUBSCRIBE's
+        changes as they arrive, until the client cancels it or goes away."""
+        copied = copy_out(text[start:end])
+        if copied is None:
+            raise FeatureNotSupported("COPY other than COPY (query) TO STDOUT is not supported yet")
+        query_start, query_end, fmt = copied
+        if fmt != "text":
+            raise FeatureNotSupported(f"COPY in format {fmt} is not supported yet")
+        statement = _parsed(text, start + query_start, start + query_end)
+        if not isinstance(statement, ast.Subscribe):
+            outcome = self._statement(text, start + query_start, start + query_end)
+            if outcome.columns is None:
+                raise FeatureNotSupported("COPY of a statement that returns no rows is not supported")
+            return self._copy_rows(outcome.columns, outcome.rows, streaming=False)
+        with self.server.lock.reading():
+            planned = self.session.plan(statement)
+        query = planned.query
+        columns = [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_planned_columns(query)]
+        group = self._job_group(text[start:end])
+        subscription = self._watched(lambda: self.session.subscribe_plan(planned), group)
+        return self._watched(lambda: self._copy_rows(columns, subscription, streaming=True), group, subscription.close)
+
+    def _copy_rows(self, columns: list[tuple[str, int, int]], rows: Any, *, streaming: bool) -> Outcome:
+        """Send `rows` as COPY data; `streaming`: each as it comes (a subscription's)."""
+        oids = [oid for _, oid, _ in columns]
+        self.send(wire.copy_out_response(len(columns)))
+        self.flush()
+        count = 0
+        for row in rows:
+            self.send(wire.copy_data(copy_line(row, oids)))
+            count += 1
+            if streaming:
+                self.flush()
+        self.send(wire.COPY_DONE)
+        return Outcome(f"COPY {count}")
 
     def _begin(self, word: str) -> Outcome:
         if self.transaction != "I":
@@ -519,27 +560,30 @@ class Connection:
         planned = self.session.plan(statement)
         if isinstance(planned, SubscribePlan):
             raise FeatureNotSupported("SUBSCRIBE over the wire is not supported yet", span=statement.span)
-        group = None
-        if Session.needs_spark(planned):
-            group = f"sluice-pgwire-{self.pid}-{next(self._statements)}"
-            context = self.session.start_spark().sparkContext
-            context.setJobGroup(group, sql[:200], interruptOnCancel=True)
+        group = self._job_group(sql) if Session.needs_spark(planned) else None
         result = self._watched(lambda: self.session.apply(planned, statement), group)
         columns = _planned_columns(planned)
         if columns is None and result.columns:
             columns = [(c, TEXT_OID, -1) for c in result.columns]
         return Outcome(result.status, columns, result.rows, result.notice)
 
-    def _watched(self, work: Callable[[], Any], group: str | None) -> Any:
-        """`work()`, cancelled (its Spark jobs, `group`) by a CancelRequest or by the
-        client going away meanwhile."""
+    def _job_group(self, sql: str) -> str:
+        """A new Spark job group for the jobs this thread starts from now on."""
+        group = f"sluice-pgwire-{self.pid}-{next(self._statements)}"
+        self.session.start_spark().sparkContext.setJobGroup(group, sql[:200], interruptOnCancel=True)
+        return group
+
+    def _watched(self, work: Callable[[], Any], group: str | None, on_cancel: Callable[[], None] | None = None) -> Any:
+        """`work()`, cancelled (its Spark jobs, `group`, and `on_cancel()`) by a
+        CancelRequest or by the client going away meanwhile."""
         with self._state:
             self._group, self._running, self._cancelled = group, True, False
+            self._on_cancel = on_cancel
         done = threading.Event()
         watcher = threading.Thread(target=self._watch_peer, args=(done,), name=f"sluice-pgwire-{self.pid}", daemon=True)
         watcher.start()
         try:
-            return work()
+            result = work()
         except SqlError:
             if self._cancelled:
                 raise QueryCanceled(CANCELLED) from None
@@ -547,7 +591,10 @@ class Connection:
         finally:
             done.set()
             with self._state:
-                self._group, self._running = None, False
+                self._group, self._running, self._on_cancel = None, False, None
+        if self._cancelled and on_cancel is not None:  # what it streamed ended by the cancel
+            raise QueryCanceled(CANCELLED)
+        return result
 
     def _watch_peer(self, done: threading.Event) -> None:
         """Cancel the running statement if the client closes its end meanwhile."""
@@ -570,7 +617,9 @@ class Connection:
             if not self._running:
                 return
             self._cancelled = True
-            group = self._group
+            group, on_cancel = self._group, self._on_cancel
+        if on_cancel is not None:
+            on_cancel()
         if group is None:
             return
         context = self.session.start_spark().sparkContext

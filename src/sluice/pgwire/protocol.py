@@ -181,6 +181,18 @@ def parameter_description(oids: Iterable[int]) -> bytes:
     return message(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
 
 
+def copy_out_response(columns: int) -> bytes:
+    """CopyOutResponse: text format, every column text."""
+    return message(b"H", struct.pack("!bh", 0, columns) + struct.pack("!h", 0) * columns)
+
+
+def copy_data(data: bytes) -> bytes:
+    return message(b"d", data)
+
+
+COPY_DONE = message(b"c")
+
+
 def command_complete(tag: str) -> bytes:
     return message(b"C", cstring(tag))
 

@@ -141,7 +141,6 @@ TRANSACTION_END = {"COMMIT", "END", "ROLLBACK", "ABORT"}
 # Statements clients send that sluice's dialect does not have, or the wire does not carry
 # yet: refused with 0A000 naming them, never misread.
 UNSUPPORTED = {
-    "COPY": "COPY",
     "DECLARE": "DECLARE",
     "FETCH": "FETCH",
     "MOVE": "MOVE",
@@ -163,6 +162,21 @@ _SET = re.compile(
 _RESET = re.compile(r"(?is)^\s*RESET\s+(?P<name>[A-Za-z_][A-Za-z0-9_.]*|ALL)\s*;?\s*$")
 _SHOW = re.compile(r"(?is)^\s*SHOW\s+(?P<name>[A-Za-z_][A-Za-z0-9_.]*|ALL)\s*;?\s*$")
 _TIME_ZONE = re.compile(r"(?is)^\s*SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(?P<value>.*?)\s*;?\s*$")
+
+
+_COPY = re.compile(
+    r"(?is)^\s*COPY\s*\((?P<query>.*)\)\s*TO\s+STDOUT"
+    r"(?:\s*(?:WITH\s*)?\(\s*FORMAT\s+(?P<format>[A-Za-z_]+)\s*\))?\s*;?\s*$"
+)
+
+
+def copy_out(sql: str) -> tuple[int, int, str] | None:
+    """(start, end, format) of the query of `COPY (query) TO STDOUT [WITH (FORMAT f)]`;
+    None for another COPY."""
+    match = _COPY.match(sql)
+    if match is None:
+        return None
+    return match.start("query"), match.end("query"), (match.group("format") or "text").lower()
 
 
 def set_statement(sql: str) -> tuple[str, str | None] | None:

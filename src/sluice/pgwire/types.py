@@ -62,6 +62,18 @@ def binary_value(value: Any, oid: int) -> bytes | None:
     return text_value(value) if encode is None else encode(_typed(value, oid))
 
 
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def copy_line(values: tuple[Any, ...], oids: list[int]) -> bytes:
+    """A row in COPY's text format: tab-separated, NULL as `\\N`, backslash escapes."""
+    fields = [
+        "\\N" if v is None else pg_text(_typed(v, oid)).translate(_COPY_ESCAPES)
+        for v, oid in zip(values, oids, strict=True)
+    ]
+    return ("\t".join(fields) + "\n").encode("utf-8")
+
+
 def _typed(value: Any, oid: int) -> Any:
     """A time of day arrives from Spark as a timestamp on today's date."""
     return value.time() if oid == 1083 and isinstance(value, datetime.datetime) else value
