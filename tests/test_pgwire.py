@@ -737,6 +737,14 @@ def test_psql_in_a_terminal_against_sluice_serve(tmp_path: Path, kafka) -> None:
         assert run("SELECT count(*) AS n, sum((data->>'n')::int) AS total FROM events;").splitlines() == [
             " n | total ", "---+-------", " 5 |    10", "(1 row)",
         ]
+        # \copy (SUBSCRIBE …): the current count, then a change produced meanwhile, until Ctrl-C.
+        psql.sendline("\\copy (SUBSCRIBE (SELECT count(*) AS n FROM events)) to stdout")
+        psql.expect(r"\d+\t1\t5\r\n", timeout=240)
+        produce(kafka.bootstrap, "events", [(None, b'{"n": 5}')])
+        psql.expect(r"\d+\t-1\t5\r\n\d+\t1\t6\r\n", timeout=240)
+        psql.sendintr()
+        psql.expect_exact("materialize=> ", timeout=120)
+        assert "canceling statement due to user request" in psql.before
         assert run("SELECT data FROM evnts;").splitlines() == [
             "ERROR:  unknown catalog item 'evnts'", "LINE 1: SELECT data FROM evnts;", "                         ^",
             'HINT:  did you mean "events"?',
