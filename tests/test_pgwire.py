@@ -219,8 +219,7 @@ def test_what_is_not_supported_yet_is_0A000_naming_it(tmp_path: Path) -> None:
             ("COPY t TO STDOUT", "COPY other than COPY (query) TO STDOUT"),
             ("COPY (SUBSCRIBE t) TO STDOUT WITH (FORMAT csv)", "COPY in format csv"),
             ("COPY t FROM STDIN", "COPY other than COPY (query) TO STDOUT"),
-            ("DECLARE c CURSOR FOR SELECT 1", "DECLARE"),
-            ("FETCH 1 c", "FETCH"), ("SUBSCRIBE t", "SUBSCRIBE over the wire"), ("LISTEN x", "LISTEN"),
+            ("SUBSCRIBE t", "SUBSCRIBE over the wire"), ("LISTEN x", "LISTEN"),
             ("SELECT version()", "version()"), ("SELECT relname FROM pg_catalog.pg_class", "pg_catalog"),
             ("SELECT * FROM information_schema.tables", "information_schema"), ("SELECT current_user", "current_user"),
         ]:
@@ -228,6 +227,24 @@ def test_what_is_not_supported_yet_is_0A000_naming_it(tmp_path: Path) -> None:
         raw.send(message("F", struct.pack("!i", 1234) + b"\0\0\0\0\0\0\0\0"))  # FunctionCall
         assert summary(raw.until_ready()) == ["E 0A000 function call messages are not supported", "Z I"]
         assert summary(raw.query("SHOW TABLES")) == ["T", "D ['t', 'table', None]", "C SELECT 1", "Z I"]
+
+
+def test_cursors_in_transaction_blocks(tmp_path: Path) -> None:
+    with connected(tmp_path, "CREATE TABLE t (a int)", "CREATE TABLE u (a int)") as raw:
+        assert summary(raw.query("DECLARE c CURSOR FOR SHOW TABLES")) == [
+            "E 25P01 DECLARE CURSOR can only be used in transaction blocks", "Z I",
+        ]
+        assert summary(raw.query("BEGIN; DECLARE c CURSOR FOR SHOW TABLES; FETCH 1 c; FETCH ALL FROM c; FETCH c")) == [
+            "C BEGIN", "C DECLARE CURSOR", "T", "D ['t', 'table', None]", "C FETCH 1",
+            "T", "D ['u', 'table', None]", "C FETCH 1", "T", "C FETCH 0", "Z T",
+        ]
+        assert summary(raw.query("DECLARE c CURSOR FOR SHOW TABLES")) == ['E 42P03 cursor "c" already exists', "Z E"]
+        assert summary(raw.query("ROLLBACK; BEGIN; FETCH 1 c")) == [
+            "C ROLLBACK", "C BEGIN", 'E 34000 cursor "c" does not exist', "Z E",
+        ]
+        assert summary(raw.query("ROLLBACK; BEGIN; DECLARE d SCROLL CURSOR FOR SHOW TABLES")) == [
+            "C ROLLBACK", "C BEGIN", "E 0A000 DECLARE SCROLL CURSOR is not supported yet", "Z E",
+        ]
 
 
 def test_sqlalchemy_asks_the_catalog_and_hears_it_is_not_there_yet(tmp_path: Path) -> None:
@@ -467,10 +484,6 @@ def test_psycopg_parameters_prepared_statements_and_binary_results(server) -> No
         with pytest.raises(psycopg.errors.UndefinedObject) as raised:
             conn.execute("SELECT * FROM typd WHERE j = %s", [1])
         assert raised.value.diag.statement_position == "15" and raised.value.diag.message_hint == 'did you mean "typed"?'
-        with pytest.raises(psycopg.errors.FeatureNotSupported, match="DECLARE is not supported yet"):
-            with conn.cursor(name="server_side") as named:
-                named.execute("SELECT * FROM typed")
-                named.fetchall()
 
 
 def test_row_limits_on_execute_suspend_the_portal(server) -> None:
@@ -619,6 +632,34 @@ def test_copy_to_stdout_and_a_subscribe_streaming_changes_until_cancelled(server
         assert int(seen[0][0]) <= int(seen[1][0])  # mz_timestamp, in milliseconds
         assert watcher.execute("SELECT count(*) FROM feed").fetchone() == (2,)  # the connection goes on
         watcher.close()
+
+
+def test_server_side_cursors_and_a_subscribe_cursor_fetched_with_a_timeout(server) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn(server), autocommit=True) as writer:
+        writer.execute("CREATE TABLE counted (a int)")
+        writer.execute("INSERT INTO counted VALUES (1), (2), (3)")
+        with psycopg.connect(dsn(server)) as conn:  # not autocommit: psycopg opens a transaction
+            with conn.cursor(name="server_side") as named:
+                named.execute("SELECT a FROM counted WHERE a > %s ORDER BY a", [0])
+                assert [d.type_code for d in named.description] == [23]
+                assert (named.fetchone(), named.fetchmany(1), named.fetchall()) == ((1,), [(2,)], [(3,)])
+            conn.rollback()
+            cur = conn.cursor()
+            cur.execute("DECLARE s CURSOR FOR SUBSCRIBE counted")
+            cur.execute("FETCH ALL s")
+            first = cur.fetchall()
+            assert [row[1:] for row in first] == [(1, 1), (1, 2), (1, 3)] and cur.statusmessage == "FETCH 3"
+            cur.execute("FETCH ALL s WITH (timeout = '1s')")
+            assert cur.fetchall() == [] and cur.statusmessage == "FETCH 0"
+            later = threading.Timer(2, lambda: writer.execute("INSERT INTO counted VALUES (4)"))
+            later.start()
+            cur.execute("FETCH 10 s")  # waits for the change
+            (change,) = cur.fetchall()
+            assert change[1:] == (1, 4) and change[0] >= first[0][0]
+            later.join()
+            conn.rollback()
 
 
 def test_queries_run_side_by_side(server) -> None:

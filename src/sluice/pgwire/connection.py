@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import queue
 import secrets
 import select
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +50,10 @@ from sluice.pgwire.statements import (
     UNSUPPORTED,
     Substituted,
     catalog_question,
+    close_cursor,
     copy_out,
+    declare,
+    fetch,
     leading_words,
     placeholders,
     set_statement,
@@ -78,6 +83,57 @@ class Outcome:
     notice: str | None = None
     warning: tuple[str, str] | None = None  # (SQLSTATE, text) of a WARNING
     counted: bool = True  # its tag is `SELECT n` (all but SHOW of a session variable)
+
+
+class Cursor:
+    """A cursor DECLAREd in a transaction block: a query's rows, or a SUBSCRIBE's changes,
+    gathered by a thread of its own as they arrive, for FETCH to take."""
+
+    def __init__(self, columns: list[tuple[str, int, int]], rows: list[tuple] | None = None, subscription: Any = None) -> None:
+        self.columns = columns
+        self.rows = deque(rows or ())
+        self.subscription = subscription
+        self.changes: queue.Queue = queue.Queue()
+        if subscription is not None:
+            threading.Thread(target=self._gather, name="sluice-pgwire-cursor", daemon=True).start()
+
+    def _gather(self) -> None:
+        try:
+            for row in self.subscription:
+                self.changes.put(("row", row))
+        except SqlError as e:
+            self.changes.put(("error", e))
+        self.changes.put(("end", None))
+
+    def take(self, count: int | None, timeout: float | None) -> list[tuple]:
+        """Up to `count` rows (None: all there are); from a subscription, what arrives
+        within `timeout` seconds — without one, waiting for the first."""
+        if self.subscription is None:
+            n = len(self.rows) if count is None else min(count, len(self.rows))
+            return [self.rows.popleft() for _ in range(n)]
+        taken: list[tuple] = []
+        try:
+            item = self.changes.get(timeout=timeout)
+            while True:
+                kind, value = item
+                if kind == "error":
+                    raise value
+                if kind != "row":  # the end, or a cancel (`interrupt`)
+                    self.changes.put(item)
+                    return taken
+                taken.append(value)
+                if count is not None and len(taken) >= count:
+                    return taken
+                item = self.changes.get_nowait()
+        except queue.Empty:
+            return taken
+
+    def interrupt(self) -> None:
+        self.changes.put(("cancel", None))
+
+    def close(self) -> None:
+        if self.subscription is not None:
+            self.subscription.close()
 
 
 @dataclass
@@ -110,6 +166,7 @@ class Connection:
         self.read_transaction = False
         self.prepared: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
+        self.cursors: dict[str, Cursor] = {}
         self.skipping = False  # after an extended-protocol error, until Sync
         self._text: Substituted | None = None  # the statement an error's position is in
         self._state = threading.Lock()
@@ -151,6 +208,7 @@ class Connection:
             if registered:
                 self.server.unregister(self)
             self.cancel()
+            self._close_cursors()
             for sock in {self.sock, self._peer}:
                 with contextlib.suppress(OSError):
                     sock.close()
@@ -371,6 +429,8 @@ class Connection:
             nulls = [parameter_literal(None, t, False) for t in prepared.types]
             self._text = substitute(prepared.sql, nulls)
             self._describe_rows(self._columns(self._text), [])
+        elif what == ord("P") and name not in self.portals and name in self.cursors:
+            self._describe_rows(self.cursors[name].columns, [])  # a DECLAREd cursor (psycopg's server-side)
         elif what == ord("P"):
             portal = self._portal(name)
             self._text = portal.text
@@ -430,7 +490,8 @@ class Connection:
     def _session_statement(self, sql: str) -> bool:
         words = leading_words(sql)
         return bool(words) and (
-            words[0] in TRANSACTION_START | TRANSACTION_END | {"SET", "RESET"} or words[0] in UNSUPPORTED
+            words[0] in TRANSACTION_START | TRANSACTION_END | {"SET", "RESET", "COPY", "DECLARE", "FETCH", "CLOSE"}
+            or words[0] in UNSUPPORTED
             or (show_name(sql) is not None and show_name(sql) in self.settings.values or show_name(sql) == "all")
         )
 
@@ -450,6 +511,12 @@ class Connection:
             )
         if first == "COPY":
             return self._copy(text, start, end)
+        if first == "DECLARE":
+            return self._declare(text, start, end)
+        if first == "FETCH":
+            return self._fetch(sql)
+        if first == "CLOSE":
+            return self._close_cursor(sql)
         if first in UNSUPPORTED:
             raise FeatureNotSupported(f"{UNSUPPORTED[first]} is not supported yet")
         setting = set_statement(sql)
@@ -507,6 +574,64 @@ class Connection:
         self.send(wire.COPY_DONE)
         return Outcome(f"COPY {count}")
 
+    def _declare(self, text: str, start: int, end: int) -> Outcome:
+        found = declare(text[start:end])
+        if found is None:
+            raise FeatureNotSupported("this form of DECLARE is not supported yet")
+        name, options, query_start, query_end = found
+        if self.transaction == "I":
+            raise _NoActiveTransaction("DECLARE CURSOR can only be used in transaction blocks")
+        unsupported = set(options.split()) - {"NO", "SCROLL", "INSENSITIVE", "ASENSITIVE"}
+        if unsupported or options.split().count("SCROLL") > options.split().count("NO"):
+            raise FeatureNotSupported(f"DECLARE {options} CURSOR is not supported yet")
+        if name in self.cursors:
+            raise _DuplicateCursor(f'cursor "{name}" already exists')
+        statement = _parsed(text, start + query_start, start + query_end)
+        if isinstance(statement, ast.Subscribe):
+            self.read_transaction = True
+            with self.server.lock.reading():
+                planned = self.session.plan(statement)
+            columns = [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_planned_columns(planned.query)]
+            subscription = self._watched(lambda: self.session.subscribe_plan(planned), None)
+            self.cursors[name] = Cursor(columns, subscription=subscription)
+        else:
+            outcome = self._statement(text, start + query_start, start + query_end)
+            if outcome.columns is None:
+                raise FeatureNotSupported("DECLARE of a statement that returns no rows is not supported")
+            self.cursors[name] = Cursor(outcome.columns, outcome.rows)
+        return Outcome("DECLARE CURSOR")
+
+    def _cursor(self, name: str) -> Cursor:
+        cursor = self.cursors.get(name)
+        if cursor is None:
+            raise _UndefinedPortal(f'cursor "{name}" does not exist')
+        return cursor
+
+    def _fetch(self, sql: str) -> Outcome:
+        found = fetch(sql)
+        if found is None:
+            raise FeatureNotSupported("this form of FETCH is not supported yet")
+        name, count, timeout = found
+        cursor = self._cursor(name)
+        rows = self._watched(lambda: cursor.take(count, timeout), None, cursor.interrupt)
+        return Outcome(f"FETCH {len(rows)}", cursor.columns, rows, counted=False)
+
+    def _close_cursor(self, sql: str) -> Outcome:
+        name = close_cursor(sql)
+        if name is None:
+            raise FeatureNotSupported("this form of CLOSE is not supported yet")
+        if name:
+            self._cursor(name).close()
+            del self.cursors[name]
+        else:
+            self._close_cursors()
+        return Outcome("CLOSE CURSOR")
+
+    def _close_cursors(self) -> None:
+        for cursor in self.cursors.values():
+            cursor.close()
+        self.cursors.clear()
+
     def _begin(self, word: str) -> Outcome:
         if self.transaction != "I":
             return Outcome("BEGIN", warning=("25001", "there is already a transaction in progress"))
@@ -519,6 +644,7 @@ class Connection:
         outside = self.transaction == "I"
         self.transaction = "I"
         self.read_transaction = False
+        self._close_cursors()
         tag = "COMMIT" if word in ("COMMIT", "END") and not failed else "ROLLBACK"
         warning = ("25P01", "there is no transaction in progress") if outside else None
         return Outcome(tag, warning=warning)
@@ -547,6 +673,9 @@ class Connection:
             return [("name", TEXT_OID, -1), ("setting", TEXT_OID, -1)]
         if name is not None and name in self.settings.values:
             return [(name, TEXT_OID, -1)]
+        fetched = fetch(sql) if leading_words(sql)[:1] == ["FETCH"] else None
+        if fetched is not None:
+            return self._cursor(fetched[0]).columns
         if self._session_statement(sql):
             return None
         statement = _parsed(text.text, *spans[0])
@@ -643,6 +772,10 @@ class _BadBind(SqlError):
     connection (as in PostgreSQL)."""
 
     code = "08P01"
+
+
+class _NoActiveTransaction(SqlError):
+    code = "25P01"
 
 
 class _UndefinedPrepared(SqlError):

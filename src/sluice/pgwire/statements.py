@@ -141,10 +141,7 @@ TRANSACTION_END = {"COMMIT", "END", "ROLLBACK", "ABORT"}
 # Statements clients send that sluice's dialect does not have, or the wire does not carry
 # yet: refused with 0A000 naming them, never misread.
 UNSUPPORTED = {
-    "DECLARE": "DECLARE",
-    "FETCH": "FETCH",
     "MOVE": "MOVE",
-    "CLOSE": "CLOSE",
     "PREPARE": "PREPARE",
     "EXECUTE": "EXECUTE",
     "DEALLOCATE": "DEALLOCATE",
@@ -177,6 +174,60 @@ def copy_out(sql: str) -> tuple[int, int, str] | None:
     if match is None:
         return None
     return match.start("query"), match.end("query"), (match.group("format") or "text").lower()
+
+
+_NAME = r'(?P<name>"(?:[^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)'
+_DECLARE = re.compile(
+    rf"(?is)^\s*DECLARE\s+{_NAME}\s+(?P<options>(?:[A-Za-z]+\s+)*?)CURSOR\s+"
+    r"(?:(?:WITH|WITHOUT)\s+HOLD\s+)?FOR\s+(?P<query>.*?)\s*;?\s*$"
+)
+_FETCH = re.compile(
+    rf"(?is)^\s*FETCH\s+(?:(?:FORWARD|NEXT)\s+)?(?P<count>ALL\s+|[0-9]+\s+)?(?:(?:FROM|IN)\s+)?{_NAME}"
+    r"(?:\s+WITH\s*\(\s*TIMEOUT\s*=?\s*'(?P<timeout>[^']*)'\s*\))?\s*;?\s*$"
+)
+_CLOSE = re.compile(rf"(?is)^\s*CLOSE\s+(?:ALL|{_NAME})\s*;?\s*$")
+_SECONDS = re.compile(r"(?i)^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|secs|seconds?|min|minutes?)?\s*$")
+
+
+def _name(text: str) -> str:
+    return text[1:-1].replace('""', '"') if text.startswith('"') else text.lower()
+
+
+def declare(sql: str) -> tuple[str, str, int, int] | None:
+    """(cursor name, options, start, end of its query) of a DECLARE … CURSOR FOR query."""
+    match = _DECLARE.match(sql)
+    if match is None:
+        return None
+    return _name(match.group("name")), match.group("options").upper().strip(), match.start("query"), match.end("query")
+
+
+def fetch(sql: str) -> tuple[str, int | None, float | None] | None:
+    """(cursor name, how many rows (None: all), timeout in seconds) of a FETCH."""
+    match = _FETCH.match(sql)
+    if match is None:
+        return None
+    count = (match.group("count") or "1").strip().upper()
+    timeout = match.group("timeout")
+    seconds = None
+    if timeout is not None:
+        found = _SECONDS.match(timeout)
+        if found is None:
+            raise InvalidTimeout(f'invalid input syntax for type interval: "{timeout}"')
+        unit = (found.group(2) or "s").lower()
+        seconds = float(found.group(1)) * (0.001 if unit == "ms" else 60 if unit.startswith("min") else 1)
+    return _name(match.group("name")), None if count == "ALL" else int(count), seconds
+
+
+def close_cursor(sql: str) -> str | None:
+    """The cursor CLOSE names ("" for CLOSE ALL); None for another statement."""
+    match = _CLOSE.match(sql)
+    if match is None:
+        return None
+    return _name(match.group("name")) if match.group("name") else ""
+
+
+class InvalidTimeout(SqlError):
+    code = "22007"
 
 
 def set_statement(sql: str) -> tuple[str, str | None] | None:
