@@ -10,7 +10,9 @@ mid-statement, cancels.
 
 Transactions are Materialize's: BEGIN starts a block in which queries run as before (a
 read transaction); a write in it is refused with Materialize's `transaction in
-read-only mode`, DDL with `… cannot be run inside a transaction block`.
+read-only mode`, DDL with `… cannot be run inside a transaction block`. Cursors
+(DECLARE/FETCH/CLOSE) live in a block; `COPY (query) TO STDOUT` sends a query's rows, and
+a SUBSCRIBE's changes as they arrive until it is cancelled.
 """
 
 from __future__ import annotations
@@ -221,8 +223,9 @@ class Connection:
             pass
 
     def _startup(self) -> dict[str, str] | None:
-        """The client's startup parameters, after refusing TLS/GSS encryption as asked;
-        None when the packet was a CancelRequest (handled, and nothing is answered)."""
+        """The client's startup parameters, after answering an SSLRequest (with TLS when
+        the server has it) and refusing GSS encryption; None when the packet was a
+        CancelRequest (handled, and, as in PostgreSQL, not answered)."""
         while True:
             code, body = self.reader.startup()
             if code == wire.SSL_REQUEST and self.server.tls is not None and self._peer is self.sock:
