@@ -3,7 +3,7 @@
 Only `syntax/` imports lark; only `render/` (and the Kafka reader) import pyspark; nothing
 a parse touches imports Spark, and `import sluice; sluice.parse(...)` leaves pyspark
 unloaded. Imports run one way, down the stages — syntax → plan → lower → render, with
-`catalog` and `errors` below them, the session over them and `cli` on top — and no
+`catalog` and `errors` below them, the session over them, the wire protocol (`pgwire`) over it and `cli` on top — and no
 module's imports come back to it. `render` reads plans (the data of `plan/plans.py`) but
 never plans or parses; `cli` talks to the session and the public `sluice` API.
 """
@@ -34,8 +34,9 @@ FLOORS = {
     "render": 4,
     "session": 5,
     "__init__": 6,  # the public API: `import sluice`
-    "cli": 7,
-    "__main__": 8,  # `python -m sluice`
+    "pgwire": 7,  # `sluice serve`'s protocol, over the session
+    "cli": 8,
+    "__main__": 9,  # `python -m sluice`
 }
 # Modules below their package's floor: the message codecs (bytes ↔ values, and the retry
 # policy a registry look-up follows), which import nothing of sluice but each other, so the
@@ -43,7 +44,8 @@ FLOORS = {
 MODULE_FLOORS = {"kafka.decode": 0, "kafka.encode": 0, "kafka.retry": 0}
 # What cli may import besides itself: the session, the public API and its helpers, and
 # the Kafka tools behind `sluice kafka …` and the REPL's `\produce` (a broker, topics,
-# message bytes, a consumer, the schema registry: none of them plans or renders).
+# message bytes, a consumer, the schema registry: none of them plans or renders), and the
+# server behind `sluice serve`.
 CLI_ALLOWED = {
     "sluice",
     "sluice.session",
@@ -54,6 +56,7 @@ CLI_ALLOWED = {
     "sluice.kafka.topics",
     "sluice.kafka.consume",
     "sluice.kafka.registry",
+    "sluice.pgwire.server",
 }
 
 

@@ -235,6 +235,33 @@ class QueryCanceled(SqlError):
     code = "57014"
 
 
+class ProtocolViolation(SqlError):
+    """A client broke PostgreSQL's wire protocol (malformed, truncated or oversized
+    messages); the server ends that connection."""
+
+    code = "08P01"
+
+
+class TooManyConnections(SqlError):
+    code = "53300"
+
+
+class ActiveSqlTransaction(SqlError):
+    """A statement that cannot run inside a transaction block."""
+
+    code = "25001"
+
+
+class ReadOnlySqlTransaction(SqlError):
+    """A write inside a transaction that has read (Materialize's read transactions)."""
+
+    code = "25006"
+
+
+class InFailedSqlTransaction(SqlError):
+    code = "25P02"
+
+
 class ExternalSystemError(SqlError):
     """A system sluice talks to (schema registry, Kafka) failed or refused."""
 

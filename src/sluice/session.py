@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,7 @@ class Session:
             raise
         self.tables = TableStore(self.data)
         self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
+        self._making_streams = threading.Lock()
         self._sinks = None  # the running sinks (render.sink.Sinks), once there are any
         if check_kafka:  # the data directory's sinks run while its session lives
             for item in self.catalog.current:
@@ -175,11 +177,12 @@ class Session:
         return [(name, status[0], status[3]) for name, status in statuses if status[0] != "running"]
 
     def _streams(self):
-        if self._live is None:
-            from sluice.render.ingest import Streams  # Spark only when data is needed
+        with self._making_streams:  # statements of several threads (`sluice serve`) make one
+            if self._live is None:
+                from sluice.render.ingest import Streams  # Spark only when data is needed
 
-            self._live = Streams(self.data)
-        return self._live
+                self._live = Streams(self.data)
+            return self._live
 
     @user_errors
     def start_spark(self) -> Any:
@@ -394,6 +397,11 @@ class Session:
         planned = self.plan(statement)
         if not isinstance(planned, SubscribePlan):
             raise WrongObjectType("expected a SUBSCRIBE statement", span=statement.span)
+        return self._subscription(planned)
+
+    @user_errors
+    def subscribe_plan(self, planned: SubscribePlan):
+        """`subscribe` of a SUBSCRIBE already planned (`plan`)."""
         return self._subscription(planned)
 
     @user_errors

@@ -20,6 +20,11 @@ connection `kafka` to it, as the REPL does. On a terminal, a statement that take
 second shows a progress line on stderr. Sinks run while a process holds their data
 directory, so `run` ends by waiting until every sink has delivered what its relation holds
 (a sink left stalled or failed is a NOTICE on stderr).
+`sluice serve [--port P] [--max-connections N] [--tls-cert FILE --tls-key FILE] [--data-dir
+DIR] [--data-uri URI] [--broker ADDR | --embedded]` serves the data directory's session to
+PostgreSQL clients (psql, drivers) on 127.0.0.1, printing `sluice listening on
+127.0.0.1:P`, until SIGINT or SIGTERM; then it ends the connections and closes the session
+(stopping streams and sinks).
 `sluice test PATH... [--rewrite]` runs sqllogictest files (directories: their `.slt` and
 `.test` files, recursively) and ends with `N passed, N failed`; exit status 1 on a failure.
 Whatever fails in a command is printed as an `ERROR:` (exit status 1), never a traceback.
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import contextmanager
 
@@ -135,6 +141,43 @@ def _terminal():
         yield own
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from sluice.pgwire.server import Server, tls_context  # the protocol only for the server
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("sluice: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    try:
+        tls = None if args.tls_cert is None else tls_context(args.tls_cert, args.tls_key)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        print(f"sluice: cannot use the TLS certificate and key: {e}", file=sys.stderr)
+        return 2
+
+    with (
+        open_broker(args.broker, embedded=args.embedded) as broker,
+        Session(args.data_dir, spark_conf=args.conf, spark_ui=args.spark_ui, data_uri=args.data_uri) as session,
+    ):
+        for notice in session.notices:
+            print(f"WARNING:  {notice}", file=sys.stderr)
+        if broker is not None:
+            connect(session, broker)
+        server = Server(session, port=args.port, max_connections=args.max_connections, tls=tls)
+        def stop(signum, frame) -> None:
+            server.stop(timeout=0)
+
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            host, port = server.address
+            print(f"sluice listening on {host}:{port}", flush=True)
+            server.serve()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            server.stop()
+        print("sluice stopped", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sluice.cli.demo import main as demo  # Spark only for the commands that need it
 
@@ -163,11 +206,27 @@ def _conf(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _add_spark_and_output_options(p: argparse.ArgumentParser) -> None:
-    """Spark's settings and psql's output flags, shared by the shell and `run`."""
+def _add_spark_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", type=_conf, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting (repeatable; after those of the $SLUICE_SPARK_CONF file)")
     p.add_argument("--spark-ui", action="store_true", help="run Spark's web UI and print its address")
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    """Where the data is and which broker connection `kafka` names: `run` and `serve`."""
+    p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
+    p.add_argument("--data-uri", metavar="URI",
+                   help="keep streams, sinks and tables under this Hadoop filesystem URI (default: $SLUICE_DATA_URI)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--broker", metavar="ADDR", default=os.environ.get(BROKER_VARIABLE),
+                       help=f"create connection kafka to this broker (default: ${BROKER_VARIABLE})")
+    where.add_argument("--embedded", action="store_true",
+                       help="start an embedded Kafka broker and create connection kafka to it")
+
+
+def _add_spark_and_output_options(p: argparse.ArgumentParser) -> None:
+    """Spark's settings and psql's output flags, shared by the shell and `run`."""
+    _add_spark_options(p)
     p.add_argument("--csv", action="store_true", help="print results as CSV")
     p.add_argument("-A", "--no-align", action="store_true", help="unaligned output: fields joined by |")
     p.add_argument("-t", "--tuples-only", action="store_true", help="rows only: no header, no row count")
@@ -200,16 +259,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="script to read (default: stdin)")
     p.add_argument("-c", dest="command_text", metavar="SQL", help="run this SQL instead of a file")
     p.add_argument("--keep-going", action="store_true", help="run the rest after an error")
-    p.add_argument("--data-dir", help="keep the catalog and tables here (default: temporary)")
-    p.add_argument("--data-uri", metavar="URI",
-                   help="keep streams, sinks and tables under this Hadoop filesystem URI (default: $SLUICE_DATA_URI)")
+    _add_data_options(p)
     _add_spark_and_output_options(p)
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--broker", metavar="ADDR", default=os.environ.get(BROKER_VARIABLE),
-                       help=f"create connection kafka to this broker (default: ${BROKER_VARIABLE})")
-    where.add_argument("--embedded", action="store_true",
-                       help="start an embedded Kafka broker and create connection kafka to it")
     p.set_defaults(run=cmd_run)
+    p = commands.add_parser("serve", help="serve PostgreSQL clients (psql, drivers) on 127.0.0.1")
+    p.add_argument("--port", type=int, default=6875, help="the port to listen on (default: 6875, as Materialize)")
+    p.add_argument("--max-connections", type=int, default=100, metavar="N",
+                   help="refuse connections past this many (53300; default: 100)")
+    p.add_argument("--tls-cert", metavar="FILE", help="encrypt connections that ask for it with this certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    _add_data_options(p)
+    _add_spark_options(p)
+    p.set_defaults(run=cmd_serve)
     p = commands.add_parser("demo", help="run a narrated demo on an embedded Kafka broker")
     p.set_defaults(run=cmd_demo)
     p = commands.add_parser("plan", help="show what a script would create, without running it")
