@@ -45,6 +45,7 @@ from sluice.plan import (
     Facts,
     NoticePlan,
     Plan,
+    PhysicalPlan,
     PysparkPlan,
     QueryPlan,
     RowsPlan,
@@ -366,6 +367,12 @@ class Session:
                 ingested |= set(self._live.running)
             lines = pyspark_program(planned, self.tables, frozenset(ingested))
             return Result(planned.status, ("plan",), [(line,) for line in lines])
+        if isinstance(planned, PhysicalPlan):
+            from sluice.render.executor import live_stores, physical_plan  # Spark only when needed
+
+            stores = live_stores(self._streams(), current, [r.item_id for r in planned.query.reads])
+            lines = physical_plan(planned.query, current, self.tables, stores)
+            return Result(planned.status, ("Physical Plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
             from sluice.render.executor import source_statistics  # Spark only when needed
 
