@@ -169,7 +169,11 @@ def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan
         # A named object's plan is headed by its name, as Materialize heads a view's.
         header = "Explained Query" if item is None else f"{explain.SCHEMA}.{item.name}"
         writer = explain.PlanWriter(explained.catalog, humanized=explain.HUMANIZED in statement.modifiers)
-        lines = writer.explain(header, explained.query, item)
+        try:
+            lines = writer.explain(header, explained.query, item)
+        except FeatureNotSupported as e:
+            e.span = e.span or statement.span
+            raise
     if explained.query is None or "reads" in statement.modifiers:
         lines += explained.reads.lines
     return RowsPlan(("Optimized Plan",), tuple((line,) for line in lines), "EXPLAIN")

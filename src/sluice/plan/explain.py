@@ -342,14 +342,14 @@ class PlanWriter:
         dead_letters = None if desc.dead_letter_table is None else self.catalog.by_id(desc.dead_letter_table).name
         if errors == "ONLY":
             if dead_letters is not None:
-                return f"reads: its errors (ONLY ERRORS), none: they go to dead-letter table {SCHEMA}.{dead_letters}"
+                return f"reads: its errors (ONLY ERRORS), none, its errors go to dead-letter table {SCHEMA}.{dead_letters}"
             return "reads: its errors (ONLY ERRORS)"
         said = []
         if desc.inline_error_column is not None:
-            also = " too" if desc.propagate_value_errors else ""
-            said.append(f"value errors inline as {desc.inline_error_column}{also}")
+            also = " and propagated" if desc.propagate_value_errors else ""
+            said.append(f"value errors: inline as {desc.inline_error_column}{also}")
         if dead_letters is not None:
-            said.append(f"errors: to dead-letter table {SCHEMA}.{dead_letters}")
+            said.append(f"errors: dead-letter table {SCHEMA}.{dead_letters}")
         elif errors == "IGNORE":
             said.append("errors: ignored (IGNORE ERRORS)")
         else:
