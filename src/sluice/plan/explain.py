@@ -191,6 +191,8 @@ class PlanWriter:
         ordered = list(order.expressions) if order is not None else []
         having = select.args.get("having")
         group = select.args.get("group")
+        if group is not None and any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+            raise _unsupported(group)
         keys = list(group.expressions) if group is not None else []
         aggregates = _aggregates([*outputs, *(o.this for o in ordered), *([having.this] if having else [])])
         replaced: dict[str, int] = {}
@@ -231,10 +233,18 @@ class PlanWriter:
             target = o.this
             named = isinstance(target, exp.Column) and not target.table and target.name in by_name
             orders.append((by_name[target.name] if named else place(target, target.sql(dialect=Sluice)), o))
+        distinct = select.args.get("distinct")
+        on = distinct.args.get("on") if distinct is not None else None
+        distinct_on = [place(k, k.sql(dialect=Sluice)) for k in on.expressions] if on is not None else []
         if mapped:
             relation = Relation(Node(f"Map ({', '.join(mapped)})", [relation.node]), columns)
         output = [Col(None, n) for n in names]
-        if select.args.get("distinct") is not None:
+        if on is not None:
+            # DISTINCT ON: the first row of each group in the query's order, as Materialize plans it.
+            ordering = ", ".join(_order_text(self._column(i, columns), o) for i, o in orders)
+            parts = [f"group_by=[{self._list(distinct_on, columns)}]"] + ([f"order_by=[{ordering}]"] if orders else [])
+            relation = Relation(Node(f"TopK {' '.join(parts)} limit=1", [relation.node]), columns)
+        elif distinct is not None:
             # Sorted by outputs only (PostgreSQL's rule for SELECT DISTINCT).
             orders = [(picked.index(i) if i in picked else i, o) for i, o in orders]
             relation = self._project(relation, picked, output)
@@ -342,7 +352,7 @@ class PlanWriter:
         dead_letters = None if desc.dead_letter_table is None else self.catalog.by_id(desc.dead_letter_table).name
         if errors == "ONLY":
             if dead_letters is not None:
-                return f"reads: its errors (ONLY ERRORS), none, its errors go to dead-letter table {SCHEMA}.{dead_letters}"
+                return f"reads: its errors (ONLY ERRORS): none, they go to dead-letter table {SCHEMA}.{dead_letters}"
             return "reads: its errors (ONLY ERRORS)"
         said = []
         if desc.inline_error_column is not None:
@@ -483,6 +493,8 @@ def _aggregates(expressions) -> list[exp.Expression]:
         for node in expression.find_all(exp.AggFunc):
             if isinstance(node.parent, exp.Window) or _in_subquery(node, expression):
                 continue
+            if isinstance(node.parent, exp.Filter):  # count(x) FILTER (WHERE …) is one aggregate
+                node = node.parent
             found.setdefault(_key(node), node)
     return list(found.values())
 
@@ -542,7 +554,7 @@ def _order_text(column: str, ordered: exp.Ordered) -> str:
 def _number(clause) -> str | None:
     if clause is None:
         return None
-    value = clause.args.get("expression") or clause.this
+    value = clause.args.get("expression") or clause.args.get("count") or clause.this  # LIMIT, FETCH
     return value.sql(dialect=Sluice)
 
 
