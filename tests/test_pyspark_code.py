@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 import sluice
 from sluice.catalog.formats import Csv, Json
 from sluice.catalog.types import Column, SqlType
-from sluice.render.pyspark_code import Expr, F, _parts, _statement_lines, recording, wrapped
+from sluice.render.pyspark_code import (
+    Expr,
+    F,
+    _parts,
+    _statement_lines,
+    recording,
+    wrapped,
+)
 from sluice.render.sink import RowBytes
 
 scalars = st.one_of(

@@ -292,6 +292,12 @@ class Session:
         if isinstance(planned, WritePlan):
             table = catalog.by_id(planned.table_id).name
             return "\n".join(lines + [f"{planned.status} into table {table}"])
+        if isinstance(planned, PhysicalPlan):
+            raise FeatureNotSupported(
+                "EXPLAIN PHYSICAL PLAN needs Spark, which sluice plan does not start",
+                span=statement.span,
+                hint="run it with sluice run or in the REPL; EXPLAIN shows the optimized plan without Spark",
+            )
         result = self.apply(planned, statement)
         lines.append(result.status)
         if result.notice:

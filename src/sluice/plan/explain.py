@@ -22,7 +22,7 @@ from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
-from sluice.plan.plans import QueryPlan
+from sluice.plan.plans import QueryPlan, Read
 from sluice.plan.queries import READ_ERRORS
 from sluice.syntax.query import Sluice
 
@@ -91,6 +91,7 @@ class PlanWriter:
         self.scopes: list[list[Col]] = []  # the queries around a subquery, innermost last
         self.named: list[dict[str, Cte]] = [{}]  # CTE names in scope
         self.subqueries = 0
+        self._reads: dict[str, Read] = {}  # every relation the explained query reads, views' too
 
     # ------------------------------------------------------------ whole plans
 
@@ -165,9 +166,8 @@ class PlanWriter:
             node = Node("Threshold", [Node("Union", [lhs, Node("Negate", [rhs])])])
         else:
             node = Node("Intersect" if distinct else "IntersectAll", [left.node, right.node])
-        by_name = {c.name: i for i, c in enumerate(columns)}
         order = query.args.get("order")
-        orders = [(by_name.get(o.this.name, 0), o) for o in order.expressions] if order is not None else []
+        orders = [(_output_index(o.this, columns), o) for o in order.expressions] if order is not None else []
         return self._finish(Relation(node, columns), orders, list(range(len(columns))), query, top, columns)
 
     def values(self, values: exp.Values) -> Relation:
@@ -191,9 +191,10 @@ class PlanWriter:
         ordered = list(order.expressions) if order is not None else []
         having = select.args.get("having")
         group = select.args.get("group")
-        if group is not None and any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
-            raise _unsupported(group)
         keys = list(group.expressions) if group is not None else []
+        for key in keys:
+            if isinstance(key, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                raise _unsupported(key)
         aggregates = _aggregates([*outputs, *(o.this for o in ordered), *([having.this] if having else [])])
         replaced: dict[str, int] = {}
         if keys or aggregates:
@@ -235,7 +236,9 @@ class PlanWriter:
             orders.append((by_name[target.name] if named else place(target, target.sql(dialect=Sluice)), o))
         distinct = select.args.get("distinct")
         on = distinct.args.get("on") if distinct is not None else None
-        distinct_on = [place(k, k.sql(dialect=Sluice)) for k in on.expressions] if on is not None else []
+        # qualify writes DISTINCT ON's keys as a tuple's fields (`f1 => name`).
+        on_keys = [k.expression if isinstance(k, exp.PropertyEQ) else k for k in (on.expressions if on else [])]
+        distinct_on = [place(k, k.sql(dialect=Sluice)) for k in on_keys]
         if mapped:
             relation = Relation(Node(f"Map ({', '.join(mapped)})", [relation.node]), columns)
         output = [Col(None, n) for n in names]
@@ -551,6 +554,17 @@ def _order_text(column: str, ordered: exp.Ordered) -> str:
     return f"{column} {'desc' if desc else 'asc'} {'nulls_first' if nulls_first else 'nulls_last'}"
 
 
+def _output_index(key: exp.Expression, columns: list[Col]) -> int:
+    """The output a set operation's ORDER BY names: by position or by name."""
+    if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= len(columns):
+        return int(key.this) - 1
+    if isinstance(key, exp.Column) and not key.table:
+        for i, column in enumerate(columns):
+            if column.name == key.name:
+                return i
+    raise _unsupported(key)
+
+
 def _number(clause) -> str | None:
     if clause is None:
         return None
@@ -566,6 +580,5 @@ def _all_reads(plan: QueryPlan):
 
 
 def _unsupported(node: exp.Expression) -> FeatureNotSupported:
-    what = type(node).__name__.lower()
-    return FeatureNotSupported(f"EXPLAIN does not show a plan with {what} yet: {node.sql(dialect=Sluice)}")
+    return FeatureNotSupported(f"EXPLAIN does not show a plan with {node.sql(dialect=Sluice)} yet")
 

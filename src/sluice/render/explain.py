@@ -35,7 +35,15 @@ from sluice.render.ingest import (
     streaming,
     write_batch,
 )
-from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordable, recording, wrapped
+from sluice.render.pyspark_code import (
+    Expr,
+    Frame,
+    Recording,
+    Typed,
+    Unrecordable,
+    recording,
+    wrapped,
+)
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
 from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source

@@ -20,6 +20,7 @@ import dataclasses
 import datetime
 import decimal
 import inspect
+import itertools
 import json
 import keyword
 import re
@@ -605,7 +606,7 @@ def wrapped(line: str, width: int) -> list[str]:
     if closing - opening <= 1:
         return [line]
     bounds = [opening, *commas, closing]
-    items = [line[a + 1 : b].strip() for a, b in zip(bounds, bounds[1:])]
+    items = [line[a + 1 : b].strip() for a, b in itertools.pairwise(bounds)]
     inner = indent + "    "
     out = [line[: opening + 1]]
     for n, item in enumerate(items):
