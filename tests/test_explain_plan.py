@@ -144,3 +144,15 @@ def test_explain_physical_plan_of_a_view_and_what_it_refuses(session):
         "0A000",
         "EXPLAIN PHYSICAL PLAN FOR SUBSCRIBE is not supported yet",
     )
+
+
+def test_sluice_plan_refuses_the_physical_plan_it_cannot_make(planner):
+    """`sluice plan` starts no Spark: Spark's plan is refused by name, never shown empty."""
+    with pytest.raises(sluice.SqlError) as refused:
+        planner.plan_text(sluice.parse_one("EXPLAIN PHYSICAL PLAN FOR SELECT a FROM t"))
+    assert (refused.value.code, refused.value.message) == (
+        "0A000",
+        "EXPLAIN PHYSICAL PLAN needs Spark, which sluice plan does not start",
+    )
+    shown = planner.plan_text(sluice.parse_one("EXPLAIN SELECT a FROM t WHERE a > 1")).split("\n")
+    assert shown[-4:] == ["  Explained Query:", "    Project (#0)", "      Filter (#0 > 1)", "        Get materialize.public.t"]
