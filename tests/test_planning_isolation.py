@@ -28,6 +28,7 @@ session.execute_script('''
     CREATE SINK out FROM mv INTO KAFKA CONNECTION kafka (TOPIC 'o') KEY (key) FORMAT JSON ENVELOPE UPSERT;
     SHOW COLUMNS FROM s;
     EXPLAIN SELECT * FROM mv JOIN dlq ON true;
+    EXPLAIN OPTIMIZED PLAN WITH (humanized expressions, reads) AS TEXT FOR MATERIALIZED VIEW mv;
 ''')
 for sql in ["SELECT * FROM ONLY ERRORS s", "SUBSCRIBE mv", "SELECT count(*) FROM dlq"]:
     session.plan(sluice.parse_one(sql))

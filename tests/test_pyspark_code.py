@@ -5,13 +5,23 @@ never change what it says. JVM-free."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sluice
 from sluice.catalog.formats import Csv, Json
 from sluice.catalog.types import Column, SqlType
-from sluice.render.pyspark_code import Expr, F, _parts, _statement_lines, recording
+from sluice.render.pyspark_code import (
+    Expr,
+    F,
+    _parts,
+    _statement_lines,
+    recording,
+    wrapped,
+)
 from sluice.render.sink import RowBytes
 
 scalars = st.one_of(
@@ -79,3 +89,29 @@ def test_a_frame_used_twice_is_bound_once_and_one_used_once_is_inline() -> None:
     assert lines[0] == "df1 = ("  # `messages`, used twice, with `raw` inline in it
     assert lines[-1] == 'errs = df1.select("value")'
     assert sum(line.startswith("oks = ") for line in lines) == 1
+
+
+@functools.cache
+def _program() -> list[str]:
+    """An EXPLAIN PYSPARK program with long lines: a source's decoding, a join, a guard."""
+    with sluice.Session(check_kafka=False) as session:
+        session.execute_script(
+            "CREATE CONNECTION kafka TO KAFKA (BROKER 'localhost:9092') WITH (VALIDATE = false);"
+            "CREATE SOURCE o FROM KAFKA CONNECTION kafka (TOPIC 'o') KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE KEY AS id;"
+            "CREATE TABLE c (id text, name text)"
+        )
+        sql = "EXPLAIN PYSPARK FOR SELECT c.name, count(*) FROM o JOIN c ON o.id = c.id GROUP BY 1"
+        return [row[0] for row in session.execute(sql).rows]
+
+
+@given(st.integers(min_value=60, max_value=160))
+@settings(max_examples=60, deadline=None)
+def test_a_program_wrapped_at_any_width_is_the_same_program(width):
+    """EXPLAIN PYSPARK's lines break where Python lets them: rewrapped at any width, the
+    program is the same Python, and a line is longer only for a string it cannot break."""
+    program = _program()
+    rewrapped = [short for line in program for short in wrapped(line, width)]
+    assert ast.dump(ast.parse("\n".join(rewrapped))) == ast.dump(ast.parse("\n".join(program)))
+    for line in rewrapped:
+        strings = re.findall(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', line)
+        assert len(line) <= width or "(" not in line or any(len(s) > width // 4 for s in strings), line

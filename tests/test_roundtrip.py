@@ -574,7 +574,14 @@ generated_statements = st.one_of(
         columns=st.lists(idents, max_size=3).map(tuple),
     ),
     st.builds(ast.Subscribe, generated_bodies),
-    st.builds(ast.Explain, st.builds(ast.Select, generated_bodies), st.sampled_from([None, "PLAN", "TIMELINE"])),
+    st.builds(
+        ast.Explain,
+        st.builds(ast.Select, generated_bodies),
+        st.sampled_from([None, "PLAN", "OPTIMIZED PLAN", "PHYSICAL PLAN", "LOCALLY OPTIMIZED PLAN", "TIMELINE"]),
+        st.sampled_from([(), ("humanized expressions",), ("reads", "join implementations")]),
+        st.sampled_from([None, "TEXT", "VERBOSE TEXT", "JSON"]),
+    ),
+    st.builds(ast.Explain, st.builds(ast.ExplainView, object_names, st.booleans())),
     generated_queries.map(lambda q: _body(f"INSERT INTO t (a, \"B\") {q}")).filter(bool).map(ast.Insert),
 )
 

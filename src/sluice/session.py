@@ -46,6 +46,7 @@ from sluice.plan import (
     Facts,
     NoticePlan,
     Plan,
+    PhysicalPlan,
     PysparkPlan,
     QueryPlan,
     RowsPlan,
@@ -294,6 +295,12 @@ class Session:
         if isinstance(planned, WritePlan):
             table = catalog.by_id(planned.table_id).name
             return "\n".join(lines + [f"{planned.status} into table {table}"])
+        if isinstance(planned, PhysicalPlan):
+            raise FeatureNotSupported(
+                "EXPLAIN PHYSICAL PLAN needs Spark, which sluice plan does not start",
+                span=statement.span,
+                hint="run it with sluice run or in the REPL; EXPLAIN shows the optimized plan without Spark",
+            )
         result = self.apply(planned, statement)
         lines.append(result.status)
         if result.notice:
@@ -369,6 +376,12 @@ class Session:
                 ingested |= set(self._live.running)
             lines = pyspark_program(planned, self.tables, frozenset(ingested))
             return Result(planned.status, ("plan",), [(line,) for line in lines])
+        if isinstance(planned, PhysicalPlan):
+            from sluice.render.executor import live_stores, physical_plan  # Spark only when needed
+
+            stores = live_stores(self._streams(), current, [r.item_id for r in planned.query.reads])
+            lines = physical_plan(planned.query, current, self.tables, stores)
+            return Result(planned.status, ("Physical Plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
             from sluice.render.executor import source_statistics  # Spark only when needed
 

@@ -6,17 +6,20 @@ option validation and the timeline check all happen here; the session applies th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import DuplicateObject, FeatureNotSupported
-from sluice.plan import connections, ddl, introspect, writes
+from sluice.plan import connections, ddl, explain, introspect, writes
 from sluice.plan.facts import Facts, registry_subjects
 from sluice.plan.names import item_name, resolve
 from sluice.plan.plans import (
     CreatePlan,
     DropPlan,
     NoticePlan,
+    PhysicalPlan,
     Plan,
     PysparkPlan,
     QueryPlan,
@@ -38,6 +41,7 @@ __all__ = [
     "DropPlan",
     "Facts",
     "NoticePlan",
+    "PhysicalPlan",
     "Plan",
     "PysparkPlan",
     "QueryPlan",
@@ -138,32 +142,113 @@ def _whole_relation(item: Item, catalog: Catalog, name_sql: str, span, status: s
     )
 
 
-def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan | PysparkPlan:
+# EXPLAIN stages: the optimized plan (the default), Spark's physical plan, the dataflow's
+# timeline, the PySpark program. Materialize's other stages have no counterpart here.
+_OPTIMIZED = (None, "PLAN", "OPTIMIZED PLAN")
+_MODIFIERS = {"reads", explain.HUMANIZED}
+
+
+def _explain(statement: ast.Explain, catalog: Catalog, facts: Facts) -> RowsPlan | PysparkPlan | PhysicalPlan:
+    _check_form(statement)
     if statement.stage == "PYSPARK":
         return _explain_pyspark(statement, catalog, facts)
+    explained = _explained(statement, catalog, facts)
+    if statement.stage == "TIMELINE":
+        return RowsPlan(("timeline",), ((introspect.timeline_text(explained.timeline),),), "EXPLAIN")
+    if statement.stage == "PHYSICAL PLAN":
+        if explained.query is None or explained.subscribes or (explained.item and explained.item.kind == kinds.SINK):
+            raise FeatureNotSupported(
+                f"EXPLAIN PHYSICAL PLAN FOR {_what(statement.statement)} is not supported yet",
+                span=statement.span,
+                hint="EXPLAIN PHYSICAL PLAN shows what Spark runs for a SELECT or a view",
+            )
+        return PhysicalPlan(explained.query, span=statement.span)
+    lines: list[str] = []
+    if explained.query is not None:
+        item = explained.item
+        # A named object's plan is headed by its name, as Materialize heads a view's.
+        header = "Explained Query" if item is None else f"{explain.SCHEMA}.{item.name}"
+        writer = explain.PlanWriter(explained.catalog, humanized=explain.HUMANIZED in statement.modifiers)
+        try:
+            lines = writer.explain(header, explained.query, item)
+        except FeatureNotSupported as e:
+            e.span = e.span or statement.span
+            raise
+    if explained.query is None or "reads" in statement.modifiers:
+        lines += explained.reads.lines
+    return RowsPlan(("Optimized Plan",), tuple((line,) for line in lines), "EXPLAIN")
+
+
+def _check_form(statement: ast.Explain) -> None:
+    """What sluice does not explain is refused by name (0A000), never half-shown."""
+    stage = statement.stage
+    if stage not in (*_OPTIMIZED, "PHYSICAL PLAN", "PYSPARK", "TIMELINE"):
+        raise FeatureNotSupported(
+            f"EXPLAIN {stage} is not supported",
+            span=statement.span,
+            hint="sluice explains the OPTIMIZED PLAN (the default), the PHYSICAL PLAN (Spark's), "
+            "the TIMELINE and the PYSPARK program",
+        )
+    if statement.format not in (None, "TEXT", "VERBOSE TEXT"):
+        raise FeatureNotSupported(f"EXPLAIN AS {statement.format} is not supported", span=statement.span)
+    allowed = _MODIFIERS if stage in _OPTIMIZED else set()
+    for modifier in statement.modifiers:
+        if modifier not in allowed:
+            where = "" if stage in _OPTIMIZED else f" {stage}"
+            raise FeatureNotSupported(
+                f"EXPLAIN{where} WITH ({modifier}) is not supported",
+                span=statement.span,
+                hint=None if stage not in _OPTIMIZED else "EXPLAIN's modifiers: humanized expressions, reads",
+            )
+    if statement.format is not None and stage in ("PYSPARK", "TIMELINE"):
+        raise FeatureNotSupported(f"EXPLAIN {stage} AS {statement.format} is not supported", span=statement.span)
+
+
+@dataclass
+class _Explained:
+    """What an EXPLAIN explains: the query it evaluates (none for a source), the item it
+    creates or names, the catalog holding it, its timeline, the old description of its reads."""
+
+    query: QueryPlan | None
+    item: Item | None
+    catalog: Catalog
+    timeline: object
+    reads: introspect.ExplainWriter
+    subscribes: bool = False
+
+
+def _explained(statement: ast.Explain, catalog: Catalog, facts: Facts) -> _Explained:
     inner = statement.statement
     writer = introspect.ExplainWriter(catalog)
     if isinstance(inner, (ast.Select, ast.Subscribe)):
-        query = plan_query(inner.body, catalog) if isinstance(inner, ast.Select) else (
-            _subscribe_query(inner, catalog)
-        )
-        timeline = query.timeline
+        subscribes = isinstance(inner, ast.Subscribe)
+        query = _subscribe_query(inner, catalog) if subscribes else plan_query(inner.body, catalog)
         writer.query(query)
-    else:
-        created = plan(inner, catalog, facts)
-        if isinstance(created, NoticePlan):
-            raise DuplicateObject(
-                f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span
-            )
-        staged = catalog.with_items(created.items)
-        writer = introspect.ExplainWriter(staged)
-        item = created.items[0]
-        timeline = _explained_timeline(item, staged)
-        writer.line(0, f"{created.status} {item.name}")
-        writer.relation(item, None, 1)
-    if statement.stage == "TIMELINE":
-        return RowsPlan(("timeline",), ((introspect.timeline_text(timeline),),), "EXPLAIN")
-    return RowsPlan(("plan",), tuple((line,) for line in writer.lines), "EXPLAIN")
+        return _Explained(query, None, catalog, query.timeline, writer, subscribes)
+    if isinstance(inner, ast.ExplainView):
+        kind = kinds.MATERIALIZED_VIEW if inner.materialized else kinds.VIEW
+        item = resolve(catalog, inner.name, kind)
+        writer.relation(item, None, 0)
+        return _Explained(relation_read(item, None, catalog).query, item, catalog, item.timeline, writer)
+    created = plan(inner, catalog, facts)
+    if isinstance(created, NoticePlan):
+        raise DuplicateObject(f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span)
+    staged = catalog.with_items(created.items)
+    writer = introspect.ExplainWriter(staged)
+    item = created.items[0]
+    writer.line(0, f"{created.status} {item.name}")
+    writer.relation(item, None, 1)
+    query = None
+    if item.kind == kinds.SINK:
+        query = sink_query(item, staged)
+    elif item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
+        query = relation_read(item, None, staged).query
+    return _Explained(query, item, staged, _explained_timeline(item, staged), writer)
+
+
+def _what(inner) -> str:
+    words = inner.to_sql().split()
+    return " ".join(words[:2] if words[0] == "CREATE" else words[:1])
 
 
 def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> PysparkPlan:
@@ -176,10 +261,11 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
     if isinstance(inner, ast.Subscribe):
         query = _subscribe_query(inner, catalog)
         return PysparkPlan(catalog, query=query, span=statement.span, ingests=True)
+    if isinstance(inner, ast.ExplainView):
+        explained = _explained(statement, catalog, facts)
+        return PysparkPlan(catalog, query=explained.query, item=explained.item, span=statement.span)
     if not isinstance(inner, (ast.CreateSource, ast.CreateView, ast.CreateSink)):
-        words = inner.to_sql().split()
-        what = " ".join(words[:2] if words[0] == "CREATE" else words[:1])
-        raise FeatureNotSupported(f"EXPLAIN PYSPARK FOR {what} is not supported yet", span=statement.span)
+        raise FeatureNotSupported(f"EXPLAIN PYSPARK FOR {_what(inner)} is not supported yet", span=statement.span)
     created = plan(inner, catalog, facts)
     if isinstance(created, NoticePlan):
         raise DuplicateObject(f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span)

@@ -111,6 +111,16 @@ class PysparkPlan:
 
 
 @dataclass(frozen=True)
+class PhysicalPlan:
+    """EXPLAIN PHYSICAL PLAN: Spark's physical plan of the DataFrame sluice runs for `query`
+    (a SELECT's, a view's), which needs Spark to make."""
+
+    query: QueryPlan
+    span: Any = None  # the EXPLAIN statement's
+    status: str = "EXPLAIN"
+
+
+@dataclass(frozen=True)
 class StatisticsPlan:
     """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion,
     and its status (`running` or `failed`) with the reason it failed."""
@@ -166,6 +176,7 @@ Plan = (
     | RowsPlan
     | QueryPlan
     | StatisticsPlan
+    | PhysicalPlan
     | SinkStatusPlan
     | SubscribePlan
     | WritePlan

@@ -35,6 +35,7 @@ from sluice.plan.timelines import single_timeline
 from sluice.syntax.ast import QueryBody
 from sluice.syntax.query import ERRORS_MODIFIER, Sluice, parse_query
 
+READ_ERRORS = "sluice_read_errors"  # a table reference's meta: None, "IGNORE" or "ONLY"
 ONLY_ERRORS_COLUMNS = (Column("message", TEXT, False), Column("code", TEXT, False))
 
 @dataclass
@@ -62,8 +63,10 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
     _refuse_unsupported_functions(expression, offset)
     references = _references(expression, catalog, offset)
     for ref in references:
-        # Each read says how it reads (`Read.errors`); the tree keeps the relation's name.
+        # Each read says how it reads (`Read.errors`); the tree keeps the relation's name,
+        # and the reference how it reads, for EXPLAIN (`READ_ERRORS` in its meta).
         ref.table.set(ERRORS_MODIFIER, None)
+        ref.table.meta[READ_ERRORS] = ref.errors
         if ref.errors == "ONLY":
             if ref.table.alias == "":
                 ref.table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.item.name)))

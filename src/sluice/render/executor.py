@@ -219,6 +219,16 @@ def run_snapshot(
     return tuple(c.name for c in plan.columns), rows
 
 
+def physical_plan(plan: QueryPlan, catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> list[str]:
+    """EXPLAIN PHYSICAL PLAN: Spark's physical plan of the DataFrame a SELECT of `plan`
+    collects (its guards included), as Spark's `explain()` prints it; nothing is collected."""
+    queries = renderer(catalog, tables, stores)
+    with _reported(plan, catalog, queries):
+        frame, _, _ = queries.prepare(plan)
+        text = frame._sc._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple")
+    return [line for line in text.splitlines() if line.strip()]
+
+
 def _statement_retry(plan: QueryPlan, catalog: Catalog) -> RetryPolicy:
     """How long a statement's Spark job waits out Spark failing to start a Python worker
     (`failures.retried`): the longest RETRY TIMEOUT of the sources it reads, naming that

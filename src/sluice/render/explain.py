@@ -35,7 +35,15 @@ from sluice.render.ingest import (
     streaming,
     write_batch,
 )
-from sluice.render.pyspark_code import Expr, Frame, Recording, Typed, Unrecordable, recording
+from sluice.render.pyspark_code import (
+    Expr,
+    Frame,
+    Recording,
+    Typed,
+    Unrecordable,
+    recording,
+    wrapped,
+)
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.render.sink import envelope_of
 from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
@@ -61,6 +69,9 @@ VARIABLES = {
     "schema_ids[": "# schema_ids[subject]: the id the schema registry gives the sink's schema registered under it",
 }
 
+# The program's lines are at most this wide, but for a string literal longer: one line a
+# row, in a table, they fit a terminal of 102 columns (`sluice run -At` prints them bare).
+PROGRAM_WIDTH = 100
 
 DECODED = "its messages, decoded, each with its error or NULL"
 # When what is printed runs, for a statement that does not run it once.
@@ -357,7 +368,8 @@ def _program(program: Recording, runs: str | None = None) -> list[str]:
     reads = [said for variable, said in VARIABLES.items() if any(variable in line for line in lines)]
     reads = [line for said in reads for line in said.split("\n")]
     said = [f"# {line}" for line in runs.split("\n")] if runs is not None else []
-    return [*sorted(program.imports), *PREAMBLE, *reads, *said, *lines]
+    program_lines = [*sorted(program.imports), *PREAMBLE, *reads, *said, *lines]
+    return [short for line in program_lines for short in wrapped(line, PROGRAM_WIDTH)]
 
 
 def _quoted(name: str) -> str:

@@ -681,14 +681,36 @@ class Drop(Statement):
 
 
 @dataclass(frozen=True)
-class Explain(Statement):
-    statement: Select | CreateView | Subscribe | CreateSink | CreateSource
-    stage: str | None = None  # PLAN | PYSPARK | TIMELINE
+class ExplainView(Node):
+    """`[MATERIALIZED] VIEW name`: an existing view, as EXPLAIN names one."""
+
+    name: ObjectName
+    materialized: bool = False
 
     def to_sql(self) -> str:
-        if self.stage is None:
-            return f"EXPLAIN {self.statement.to_sql()}"
-        return f"EXPLAIN {self.stage} FOR {self.statement.to_sql()}"
+        return f"{'MATERIALIZED ' if self.materialized else ''}VIEW {self.name.to_sql()}"
+
+
+@dataclass(frozen=True)
+class Explain(Statement):
+    statement: Select | CreateView | Subscribe | CreateSink | CreateSource | ExplainView
+    # PLAN | OPTIMIZED PLAN | PHYSICAL PLAN | RAW PLAN | DECORRELATED PLAN |
+    # LOCALLY OPTIMIZED PLAN | PYSPARK | TIMELINE
+    stage: str | None = None
+    modifiers: tuple[str, ...] = ()  # WITH (humanized expressions, reads): lower-case words
+    format: str | None = None  # AS TEXT | VERBOSE TEXT | JSON | DOT
+
+    def to_sql(self) -> str:
+        parts = ["EXPLAIN"]
+        if self.stage is not None:
+            parts.append(self.stage)
+        if self.modifiers:
+            parts.append(f"WITH ({', '.join(self.modifiers)})")
+        if self.format is not None:
+            parts.append(f"AS {self.format}")
+        if len(parts) > 1:
+            parts.append("FOR")
+        return f"{' '.join(parts)} {self.statement.to_sql()}"
 
 
 # ---------------------------------------------------------------- dumping

@@ -82,6 +82,7 @@ _KEYWORD_RULES = {
     "object_kind",
     "drop_behavior",
     "explain_stage",
+    "explain_format",
     "boolean",
 }
 
@@ -494,6 +495,9 @@ class Builder:
 
     object_kind = drop_behavior = explain_stage = object_kinds
 
+    def explain_format(self, children, span):
+        return " ".join(t.value.upper() for t in children[1:])  # after AS
+
     def show_objects(self, children, span):
         return ast.ShowObjects(children[0], span=span)
 
@@ -521,4 +525,15 @@ class Builder:
         )
 
     def explain(self, children, span):
-        return ast.Explain(children[-1], children[0], span=span)
+        stage, modifiers, format_, statement = children
+        return ast.Explain(statement, stage, modifiers or (), format_, span=span)
+
+    def explain_modifiers(self, children, span):
+        return tuple(children)
+
+    def explain_modifier(self, children, span):
+        return " ".join(t.value.lower() for t in children)
+
+    def explain_view(self, children, span):
+        materialized, name = children
+        return ast.ExplainView(name, materialized=bool(materialized), span=span)

@@ -83,6 +83,9 @@ class StateLexer(Lexer):
                 # Keywords are ASCII: "ſelect" must not fold onto SELECT.
                 word = value.upper() if value.isascii() else ""
                 name = self.word_terminal(word, accepted, parser_state)
+                if name == "QUERY" and word == "WITH" and _opens_list(text, pos, stop):
+                    # `WITH (` is never a query's WITH (a CTE is named first): EXPLAIN's modifiers.
+                    name = self.keywords.get(word, name) if self.keywords.get(word) in accepted else name
                 if name in _REST_OF_STATEMENT:
                     yield _token(name, text[start:stop], start)
                     return
@@ -121,6 +124,12 @@ _BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*+", re.DOTALL)
 
 def _skip_blank(text: str, pos: int, stop: int) -> int:
     return _BLANK.match(text, pos, stop).end()
+
+
+def _opens_list(text: str, pos: int, stop: int) -> bool:
+    """Whether the next token after `pos` is `(`."""
+    at = _skip_blank(text, pos, stop)
+    return at < stop and text[at] == "("
 
 
 def _shiftable(parser_state, terminal: str) -> bool:
