@@ -30,7 +30,7 @@ DRAIN_SECONDS = 300
 
 # What a step does before a message is produced: a sink created (and delivered) over the
 # materialized view, the plain view or the source itself, or the oldest sink dropped.
-STEPS = st.lists(st.sampled_from(["sink over mv", "sink over view", "sink over source", "drop"]), min_size=1, max_size=4)
+STEPS = st.lists(st.sampled_from(["sink over mv", "sink over view", "sink over source", "drop"]), min_size=1, max_size=3)
 
 
 def value(n: int, groups: int = GROUPS) -> bytes:
@@ -111,7 +111,7 @@ def pipeline(spark):
         yield Pipeline(kafka, session)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 def test_a_message_after_sinks_come_and_go_is_committed_within_seconds(pipeline, steps) -> None:
     for step in steps:
