@@ -86,8 +86,13 @@ from sluice.render.source import (
 )
 from sluice.render.store import Store, no_standing
 
-# How often an idle stream asks Kafka for new offsets.
-TRIGGER = "100 milliseconds"
+# A stream's trigger: the next micro-batch as soon as the last one ends. An idle stream asks
+# Kafka for new offsets every `spark.sql.streaming.pollingDelay` (`render/spark.py`: 100 ms),
+# a sleep of that long. A processing-time trigger of 100 ms would instead wait until the
+# wall clock reaches the next multiple of 100 ms (Spark's `SystemClock.waitTillTime`): when
+# the clock steps back (NTP, a VM restored or resumed), every stream sleeps as long as the
+# step, asking Kafka nothing — messages sit past the committed offsets while nothing fails.
+TRIGGER = "0 seconds"
 # Messages a micro-batch reads at most (SLUICE_MAX_BATCH_MESSAGES overrides; 0: no bound):
 # a long backlog is caught up with in bounded batches. A micro-batch's memory does not grow
 # with its messages (rows stream through to its files; an upsert source's read tasks keep

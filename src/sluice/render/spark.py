@@ -202,6 +202,9 @@ def _build(master: str, settings: SparkSettings, loopback: bool) -> SparkSession
         # Jobs share the cores fairly between pools: a source's compaction runs in a pool
         # of its own (render/compaction.py), so ingestion and queries keep their share.
         .config("spark.scheduler.mode", "FAIR")
+        # How long an idle stream sleeps before it asks its source for new offsets again
+        # (its trigger runs the next micro-batch at once: `render/ingest.TRIGGER` says why).
+        .config("spark.sql.streaming.pollingDelay", "100ms")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_LOG_CONFIG}")
         # PySpark would record the Python call site of every column function in the JVM
         # (three calls into it each, and a walk of the stack): sluice's own frames, which
