@@ -88,7 +88,8 @@ def test_psql_habits_progress_and_spark_tools_in_a_terminal(tmp_path: Path) -> N
             "error tolerance: all",
             "retry: transient faults for 60s, waiting at most 10s between attempts",
             "timeline: EpochMilliseconds",
-            "counters: none yet (SHOW SOURCE STATISTICS FOR kept starts ingesting it)",
+            "counters: none yet (only a source ingested continuously has them: one with a dead-letter "
+            "table, or one a materialized view, sink or SUBSCRIBE reads, from the first statement reading it)",
         ]
         assert term.run("SELECT data FROM kept_erors;").splitlines() == [
             "ERROR:  unknown catalog item 'kept_erors'",
