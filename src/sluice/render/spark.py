@@ -3,7 +3,8 @@
 Local by default (`local[2]`); `SLUICE_SPARK_MASTER` points it elsewhere. Spark's own
 logging and console progress bars are kept out of user output (its log is a file, see
 `settings`), Python workers run the interpreter sluice runs in (so they import sluice),
-and timestamps are UTC. The user's settings (`settings.wanted()`: `--conf`, the
+and timestamps are UTC. A Ctrl-C in the middle of a call into the JVM is the caller's to
+report: py4j's logged traceback of it is dropped. The user's settings (`settings.wanted()`: `--conf`, the
 `SLUICE_SPARK_CONF` file, the web UI) come last, so they win.
 
 A local session listens on loopback only (`_loopback`): its driver, block manager and web
@@ -15,6 +16,7 @@ leaves Spark's addresses as they say.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -50,6 +52,7 @@ def spark() -> SparkSession:
     global _session
     with _lock:
         if _session is None:
+            logging.getLogger().addFilter(_no_py4j_interrupt)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             settings = wanted()
@@ -110,6 +113,13 @@ def task_progress(group: str | None) -> tuple[int, int] | None:
             done += info.numCompletedTasks
             total += info.numTasks
     return (done, total) if total else None
+
+
+def _no_py4j_interrupt(record: logging.LogRecord) -> bool:
+    """Whether a root-logger record is to be shown: not py4j's traceback of a Ctrl-C that
+    interrupted a call into the JVM (it logs one, then lets the KeyboardInterrupt go on,
+    which the front end reports as a cancel)."""
+    return record.getMessage() != "KeyboardInterrupt while sending command."
 
 
 def _quiet_query_context_loggers() -> None:
