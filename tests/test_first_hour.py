@@ -13,6 +13,8 @@ import socket
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
@@ -42,11 +44,23 @@ def raw_output(child: pexpect.spawn, timeout: float = 60) -> str:
     return raw
 
 
-def test_the_pager_leaves_the_answer_on_the_screen_and_skips_what_fits(tmp_path: Path) -> None:
-    child, _ = spawn_repl(tmp_path, env=without_pager_settings(), dimensions=(14, 60))
+@contextmanager
+def quitting(child: pexpect.spawn, quit_timeout: float = 60) -> Iterator[Terminal]:
+    """The shell `child` once its prompt shows, as a `Terminal`; left with `\\q`, which must
+    end it, or killed if what ran in between failed."""
     try:
         child.expect_exact("sluice=>")
-        term = Terminal(child)
+        yield Terminal(child)
+        child.send("\\q\r")
+        child.expect(pexpect.EOF, timeout=quit_timeout)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+
+
+def test_the_pager_leaves_the_answer_on_the_screen_and_skips_what_fits(tmp_path: Path) -> None:
+    child, _ = spawn_repl(tmp_path, env=without_pager_settings(), dimensions=(14, 60))
+    with quitting(child) as term:
         columns = ", ".join(f"c{i:02d} int" for i in range(15))
         assert term.run(f"CREATE TABLE tall ({columns});") == "CREATE TABLE"
         # 18 lines on 14 rows: less, a page at a time; the rest, then quit.
@@ -74,11 +88,6 @@ def test_the_pager_leaves_the_answer_on_the_screen_and_skips_what_fits(tmp_path:
         shown = ANSI.sub("", raw).replace("\r\n", "\n")
         assert "(END)" not in shown and not any(s in raw for s in ALTERNATE_SCREEN)
         assert shown.strip("\n").splitlines()[-1] == "(2 rows)" and long_name in shown
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=30)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 def test_the_pager_is_chosen_as_psql_chooses_it(monkeypatch) -> None:
@@ -103,9 +112,7 @@ def free_port() -> int:
 def test_spark_ui_is_printed_once_spark_is_ready_at_an_address_it_answers_on(tmp_path: Path) -> None:
     port = free_port()
     child, _ = spawn_repl(tmp_path, "--spark-ui", "--conf", f"spark.ui.port={port}")
-    try:
-        child.expect_exact("sluice=>")
-        term = Terminal(child)
+    with quitting(child) as term:
         starting = term.run("\\spark")
         assert re.fullmatch(r"spark: starting \(local\[2\]\) for \d+ s", starting), starting
         # Nobody types: the address comes by itself, above the prompt, once Spark runs.
@@ -120,27 +127,15 @@ def test_spark_ui_is_printed_once_spark_is_ready_at_an_address_it_answers_on(tmp
             assert page.status == 200 and b"Spark Jobs" in page.read()
         # Said once: a statement on Spark does not say it again.
         assert term.run("SELECT 1 AS one;").splitlines() == [" one", "-----", "   1", "(1 row)"]
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=60)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 @pytest.mark.spark  # the REPL it runs starts Spark
 def test_spark_ui_off_says_how_to_run_it(tmp_path: Path) -> None:
     child, _ = spawn_repl(tmp_path)
-    try:
-        child.expect_exact("sluice=>")
-        term = Terminal(child)
+    with quitting(child) as term:
         assert term.run("SELECT 2 AS two;", timeout=300).splitlines()[-3:] == ["-----", "   2", "(1 row)"]
         status = term.run("\\spark").splitlines()
         assert status[1:] == ["web UI: off (start sluice with --spark-ui to run it)"], status
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=60)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 @pytest.mark.spark  # the REPL it runs starts Spark
@@ -151,9 +146,7 @@ def test_ctrl_c_at_twenty_random_moments_never_prints_a_traceback(tmp_path: Path
     rng = random.Random(40)
     child, broker = spawn_repl(tmp_path)
     transcript: list[str] = []
-    try:
-        child.expect_exact("sluice=>")
-        term = Terminal(child)
+    with quitting(child) as term:
         produce(broker, "words", [(None, f"w{i:03d}".encode()) for i in range(300)])
         assert term.run("CREATE SOURCE words FROM KAFKA CONNECTION kafka (TOPIC 'words') FORMAT TEXT;") == "CREATE SOURCE"
         statements = [
@@ -173,11 +166,6 @@ def test_ctrl_c_at_twenty_random_moments_never_prints_a_traceback(tmp_path: Path
             assert "Traceback" not in text and "KeyboardInterrupt" not in text, "\n".join(transcript)
         # The session goes on, and answers.
         assert term.run("SELECT count(*) FROM words;", timeout=300).splitlines()[-2] == "   300"
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=60)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 def test_sluice_run_hints_how_to_get_the_connection_kafka(tmp_path: Path) -> None:
@@ -205,9 +193,7 @@ def test_show_source_statistics_of_a_source_not_ingested_answers_at_once(tmp_pat
     from sluice.kafka.embedded import produce
 
     child, broker = spawn_repl(tmp_path)
-    try:
-        child.expect_exact("sluice=>")
-        term = Terminal(child)
+    with quitting(child) as term:
         produce(broker, "events", [(None, b"a"), (None, b"\xff")])
         assert term.run("CREATE SOURCE ev FROM KAFKA CONNECTION kafka (TOPIC 'events') FORMAT TEXT;") == "CREATE SOURCE"
         began = time.monotonic()
@@ -222,8 +208,3 @@ def test_show_source_statistics_of_a_source_not_ingested_answers_at_once(tmp_pat
         assert took < 0.5, took
         assert term.run("\\spark").startswith("spark: ")  # whatever Spark does, SHOW did not wait for it
         assert not (tmp_path / "data" / "streams").exists()  # no stream was started
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=30)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)

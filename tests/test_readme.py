@@ -23,7 +23,8 @@ import pytest
 import sluice
 from sluice.cli.kafka import kafka_argv
 from sluice.cli.main import build_parser
-from tests.test_repl import Terminal, environment
+from tests.test_first_hour import quitting
+from tests.test_repl import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -168,9 +169,7 @@ def test_the_quick_start_answers_as_the_readme_shows(tmp_path: Path) -> None:
             sys.executable, sluice_argv(commands[2])[1:] + ["--history-file", str(tmp_path / "history")],
             env=env, encoding="utf-8", timeout=60, dimensions=(50, 400),
         )
-        try:
-            child.expect_exact("sluice=>")
-            term = Terminal(child)
+        with quitting(child) as term:
             for typed, answer in exchanges:
                 shown = term.run(typed, timeout=600)
                 shown = "\n".join(line for line in shown.splitlines() if not line.startswith("Spark is ready"))
@@ -178,11 +177,6 @@ def test_the_quick_start_answers_as_the_readme_shows(tmp_path: Path) -> None:
                     assert answer.splitlines()[2].strip() == shown.splitlines()[2].strip(), shown
                 else:
                     assert shown == answer, shown
-            child.send("\\q\r")
-            child.expect(pexpect.EOF, timeout=60)
-        finally:
-            if child.isalive():
-                child.terminate(force=True)
     finally:
         server.terminate()
         server.wait(timeout=60)
