@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import random
 import re
+import signal
 import socket
 import sys
+import threading
 import time
+import traceback
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -166,6 +169,35 @@ def test_ctrl_c_at_twenty_random_moments_never_prints_a_traceback(tmp_path: Path
             assert "Traceback" not in text and "KeyboardInterrupt" not in text, "\n".join(transcript)
         # The session goes on, and answers.
         assert term.run("SELECT count(*) FROM words;", timeout=300).splitlines()[-2] == "   300"
+
+
+def test_a_ctrl_c_inside_a_call_into_the_jvm_is_not_logged_with_its_traceback(spark, caplog) -> None:
+    """py4j logs a Ctrl-C that interrupts a call into the JVM (`logging.exception`, the root
+    logger: `ERROR:root:KeyboardInterrupt while sending command.` and a traceback on a
+    terminal) before letting it go on. The main thread here does nothing but such calls
+    (the REPL's progress line makes them), interrupted at twenty random moments."""
+    rng = random.Random(4)
+    tracker = spark.sparkContext.statusTracker()
+    inside_py4j = 0
+    # Python's own handler, as in the REPL, whose Spark starts off the main thread (PySpark
+    # puts its own in place when its context starts on the main thread, as the fixture's did).
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        for _ in range(20):
+            interrupt = (threading.main_thread().ident, signal.SIGINT)
+            timer = threading.Timer(rng.uniform(0.01, 0.3), signal.pthread_kill, interrupt)
+            timer.start()
+            try:
+                while True:
+                    tracker.getActiveStageIds()
+            except KeyboardInterrupt as e:
+                inside_py4j += any("py4j" in frame.filename for frame in traceback.extract_tb(e.__traceback__))
+            timer.join()
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    assert inside_py4j >= 10, inside_py4j  # most land in py4j's socket read, the rest between two calls
+    assert not [r for r in caplog.records if "KeyboardInterrupt" in r.getMessage()]
+    assert tracker.getActiveStageIds() == []  # and the JVM still answers
 
 
 def test_sluice_run_hints_how_to_get_the_connection_kafka(tmp_path: Path) -> None:
