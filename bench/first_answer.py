@@ -5,10 +5,13 @@ with where the REPL's time went: Spark's start, and within the first SELECT the 
 the source's continuous ingestion (it has a dead-letter table) — the snapshot read fixing
 its offsets, the backlog's batch job, the stream's start — the catch-up and the query.
 
-Usage: python bench/first_answer.py [--busy N] [--runs R]
+Usage: python bench/first_answer.py [--busy N] [--runs R] [--think S]
 
 `--busy N` runs N CPU-bound processes (`while True: pass`) beside it for the whole run;
 the machine's load average is printed with each run, since the times follow it.
+`--think S` waits S seconds before typing each statement, as a user types it (the shell
+starts Spark, and its Python workers, meanwhile); each answer is also timed from its
+statement's Enter.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def run_once(scratch: Path) -> dict:
+def run_once(scratch: Path, think: float) -> dict:
     commands, exchanges = quick_start()
     port = free_port()
     env = environment(TIMINGS=str(scratch / "timings.jsonl"))
@@ -96,8 +99,13 @@ def run_once(scratch: Path) -> dict:
         with quitting(child, quit_timeout=120) as term:
             marks["prompt shown"] = time.monotonic() - began
             for n, (typed, _) in enumerate(exchanges):
+                time.sleep(think)
+                entered = time.monotonic()
                 outputs.append(term.run(typed, timeout=900))
-                marks[f"answer {n}: {typed.split()[0]} … {typed.split()[-1]}"] = time.monotonic() - began
+                took = time.monotonic() - entered
+                marks[f"answer {n}: {typed.split()[0]} … {typed.split()[-1]} ({took:.1f} s after Enter)"] = (
+                    time.monotonic() - began
+                )
         ready = re.search(r"Spark is ready \(started in ([\d.]+) s\)", "\n".join(outputs))
     finally:
         server.terminate()
@@ -117,12 +125,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside it")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--think", type=float, default=0.0, help="seconds before typing each statement")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory() as scratch:
-                result = run_once(Path(scratch))
+                result = run_once(Path(scratch), args.think)
             print(f"load average {result['load']:.1f}, {args.busy} CPU-bound processes beside it")
             for name, at in result["marks"].items():
                 print(f"  {at:6.1f} s  {name}")

@@ -188,6 +188,15 @@ class Session:
 
         return spark()
 
+    def warm_up_spark(self) -> None:
+        """Have Spark start, ahead of a statement, the Python processes its reads of Kafka
+        need (`render.spark.warm_up`); for a shell, while its user types. Only time is
+        at stake: a warm-up that fails leaves them to start when a statement needs them."""
+        from sluice.render.spark import warm_up
+
+        with contextlib.suppress(Exception):
+            warm_up()
+
     def spark_log(self) -> Path:
         """Where Spark's log is (or will be, before Spark starts)."""
         return current_log()

@@ -101,7 +101,7 @@ def _record_rule(n: int, name_width: int, value_width: int) -> str:
 
 def page(text: str, out: TextIO, *, enabled: bool) -> None:
     """Write `text` (plus a newline) to `out`, through the pager when `out` is a terminal,
-    paging is on and the text is taller or wider than the terminal."""
+    paging is on, there is a pager and the text does not fit the terminal."""
     command = pager_command()
     if enabled and command and out.isatty() and _exceeds(text, shutil.get_terminal_size()):
         out.flush()
