@@ -197,6 +197,21 @@ class Session:
         with contextlib.suppress(Exception):
             warm_up()
 
+    def join_job_group(self, group: str, description: str) -> None:
+        """Put the Spark jobs the calling thread starts from now on into job group `group`,
+        which `cancel_job_group` cancels (a front end's Ctrl-C); nothing before Spark runs."""
+        if spark_running():
+            from sluice.render.spark import join_job_group
+
+            join_job_group(group, description)
+
+    def cancel_job_group(self, group: str) -> None:
+        """Cancel the running Spark jobs of job group `group` (see `join_job_group`)."""
+        if spark_running():
+            from sluice.render.spark import cancel_job_group
+
+            cancel_job_group(group)
+
     def spark_log(self) -> Path:
         """Where Spark's log is (or will be, before Spark starts)."""
         return current_log()

@@ -243,30 +243,25 @@ class SparkStarter:
         error, self.error, self._thread = self.error, None, None
         raise ExternalSystemError(f"cannot start spark: {str(error).strip() or type(error).__name__}")
 
-    def join_group(self, group: str, description: str) -> None:
-        """Put the Spark jobs the calling thread starts from now on into `group`."""
-        if self.session is not None:
-            self.session.sparkContext.setJobGroup(group, description[:200], interruptOnCancel=True)
 
-    def cancel_group(self, group: str, worker: threading.Thread) -> None:
-        """Cancel `group`'s jobs, and keep cancelling them while `worker` still runs: a
-        statement interrupted between two jobs (reading Kafka offsets, planning) would
-        otherwise start its next one after the cancel, unseen and unstoppable."""
-        if self.session is None:
-            return
-        context = self.session.sparkContext
 
-        def cancel() -> None:
-            while True:
-                try:
-                    context.cancelJobGroup(group)
-                except Exception:  # a JVM that is going away has no jobs left to cancel
-                    return
-                worker.join(0.5)
-                if not worker.is_alive():
-                    return
+def keep_cancelling(session: Session, group: str, worker: threading.Thread) -> None:
+    """Cancel the Spark jobs of job group `group`, and keep cancelling them while `worker`
+    still runs (on a thread of its own): a statement interrupted between two jobs (reading
+    Kafka offsets, planning) would otherwise start its next one after the cancel, unseen
+    and unstoppable."""
 
-        threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
+    def cancel() -> None:
+        while True:
+            try:
+                session.cancel_job_group(group)
+            except Exception:  # a JVM that is going away has no jobs left to cancel
+                return
+            worker.join(0.5)
+            if not worker.is_alive():
+                return
+
+    threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
 
 class Cancelled(Exception):
@@ -453,13 +448,13 @@ class Repl:
         group = f"sluice-repl-{self._statements}"
 
         def grouped() -> Any:
-            self.spark.join_group(group, text)
+            self.session.join_job_group(group, text)
             return work()
 
         def interrupt(worker: threading.Thread) -> None:
             if on_interrupt is not None:
                 on_interrupt()
-            self.spark.cancel_group(group, worker)
+            keep_cancelling(self.session, group, worker)
 
         line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
         return _interruptible(grouped, interrupt, line)

@@ -163,6 +163,18 @@ def _no_py4j_interrupt(record: logging.LogRecord) -> bool:
     return record.getMessage() != "KeyboardInterrupt while sending command."
 
 
+def join_job_group(group: str, description: str) -> None:
+    """Put the jobs the calling thread starts from now on into job group `group`, which
+    `cancel_job_group` interrupts (a Spark Connect session, with no context here, has none)."""
+    if _session is not None and hasattr(_session, "_jsparkSession"):
+        _session.sparkContext.setJobGroup(group, description[:200], interruptOnCancel=True)
+
+
+def cancel_job_group(group: str) -> None:
+    if _session is not None and hasattr(_session, "_jsparkSession"):
+        _session.sparkContext.cancelJobGroup(group)
+
+
 def _quiet_query_context_loggers() -> None:
     """PySpark logs every failed query as a JSON line on stderr; sluice reports (or
     translates) those errors itself, so the user sees each once, in its own words."""
