@@ -144,10 +144,12 @@ def warm_up() -> None:
     """Read a Python data source once, so that Spark starts the Python processes a read of
     a Kafka source needs — a daemon per kind of Python work (finding, creating and planning
     a data source, running its read tasks), each importing PySpark — before a statement
-    needs them. On a loaded machine they are most of a first query's time (the README's
-    first query, at load average 30 on two cores: 102 s without, 55 s after this ran
-    during the minute a user types). A shell calls it once Spark runs, off the thread
-    that reads statements: its job runs in its own group and pool, beside theirs."""
+    needs them. On a loaded machine they are most of a first query's time: the README's
+    first SELECT (a source with a dead-letter table: its backlog's batch job, then the
+    query) took 103 s on a fresh session and 55 s once this had run (one process, two
+    cores at load average 23–31). A shell calls it once Spark runs, off the thread that
+    reads statements, so it gains what its user spends typing; its job runs in its own
+    group and pool, beside the statements'."""
     session = spark()
     context = session.sparkContext
     context.setJobGroup("sluice-warm-up", "sluice: starting Spark's Python workers", interruptOnCancel=True)
