@@ -341,7 +341,7 @@ class Repl:
         self._setup_done = threading.Event()
         self._setup_done.set()
         self._setup_error: SqlError | None = None
-        self._ui_told = False  # whether Spark's web UI address was printed (`--spark-ui`)
+        self._ui_told = False  # whether the web UI address was printed (`--spark-ui`), or there is none
         self._ui_lock = threading.Lock()
 
     def write(self, text: str = "") -> None:
@@ -525,10 +525,12 @@ class Repl:
 
     def tell_spark_ui(self) -> None:
         """Print the address of Spark's web UI once, as soon as Spark runs with one; nothing
-        before that."""
+        before that, and nothing (nor a call into Spark) after."""
         with self._ui_lock:
-            url = self.session.spark_ui() if self.spark.running and not self._ui_told else None
-            self._ui_told = self._ui_told or url is not None
+            if self._ui_told or not self.spark.running:
+                return
+            url = self.session.spark_ui()
+            self._ui_told = True  # told, or nothing to tell: Spark runs without its UI
         if url is not None:
             self.note(f"Spark UI: {url}")
 
@@ -712,8 +714,8 @@ def interact(repl: Repl, history_file: Path) -> None:
     data_prompt = PromptSession(repl_kafka.PRODUCE_PROMPT)
     repl.read_data = lambda: _data_line(data_prompt)
     while True:
-        repl.tell_spark_ui()
         try:
+            repl.tell_spark_ui()
             text = prompt.prompt()
         except KeyboardInterrupt:
             continue
