@@ -7,7 +7,6 @@ SHOW SOURCE STATISTICS of a source not ingested answers at once and starts nothi
 
 from __future__ import annotations
 
-import contextlib
 import random
 import re
 import signal
@@ -199,30 +198,6 @@ def test_a_ctrl_c_inside_a_call_into_the_jvm_is_not_logged_with_its_traceback(sp
     assert inside_py4j >= 10, inside_py4j  # most land in py4j's socket read, the rest between two calls
     assert not [r for r in caplog.records if "KeyboardInterrupt" in r.getMessage()]
     assert tracker.getActiveStageIds() == []  # and the JVM still answers
-
-
-def jvm_python_daemons(jvm: int) -> set[str]:
-    """The worker modules of the Python daemons the JVM `jvm` has started."""
-    modules = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == jvm:
-                words = (stat.parent / "cmdline").read_bytes().decode().split("\0")
-                if "pyspark.daemon" in words:
-                    modules.add(words[words.index("pyspark.daemon") + 1])
-    return modules
-
-
-def test_warming_up_starts_the_python_daemons_a_kafka_read_needs(spark) -> None:
-    from sluice.render.spark import warm_up
-
-    warming = threading.Thread(target=warm_up)  # as the shell does: its job group and pool stay there
-    warming.start()
-    warming.join()
-    daemons = jvm_python_daemons(spark.sparkContext._gateway.proc.pid)
-    assert {
-        "pyspark.sql.worker.create_data_source", "pyspark.sql.worker.plan_data_source_read", "pyspark.worker"
-    } <= daemons, daemons
 
 
 def test_sluice_run_hints_how_to_get_the_connection_kafka(tmp_path: Path) -> None:

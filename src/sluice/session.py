@@ -188,15 +188,6 @@ class Session:
 
         return spark()
 
-    def warm_up_spark(self) -> None:
-        """Have Spark start, ahead of a statement, the Python processes its reads of Kafka
-        need (`render.spark.warm_up`); for a shell, while its user types. Only time is
-        at stake: a warm-up that fails leaves them to start when a statement needs them."""
-        from sluice.render.spark import warm_up
-
-        with contextlib.suppress(Exception):
-            warm_up()
-
     def join_job_group(self, group: str, description: str) -> None:
         """Put the Spark jobs the calling thread starts from now on into job group `group`,
         which `cancel_job_group` cancels (a front end's Ctrl-C); nothing before Spark runs."""

@@ -186,12 +186,10 @@ def _columns_in_scope(text: str, columns: Mapping[str, Sequence[str]]) -> list[s
 
 class SparkStarter:
     """Starts sluice's Spark session in a background thread (importing pyspark alone takes
-    seconds), so that the prompt does not wait for it. `factory` makes the session; `then`,
-    if given, runs on that thread once it is ready, while statements may run."""
+    seconds), so that the prompt does not wait for it. `factory` makes the session."""
 
-    def __init__(self, factory: Callable[[], Any], then: Callable[[], None] | None = None) -> None:
+    def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
-        self._then = then
         # Called on the starting thread once the start-up has ended (well or not).
         self.on_ready: Callable[[], None] | None = None
         self._ready = threading.Event()
@@ -220,8 +218,6 @@ class SparkStarter:
             self._ready.set()
         if self.on_ready is not None:
             self.on_ready()
-        if self.error is None and self._then is not None:
-            self._then()
 
     def wait(self, timeout: float) -> bool:
         """Whether the start-up has ended (well or not) within `timeout` seconds."""
@@ -330,7 +326,7 @@ class Repl:
         self.session = session
         self.broker = broker
         self.embedded = embedded
-        self.spark = spark or SparkStarter(session.start_spark, then=session.warm_up_spark)
+        self.spark = spark or SparkStarter(session.start_spark)
         self.out = out or sys.stdout
         self.display = display or Display()
         self.timing = False

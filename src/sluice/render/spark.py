@@ -21,13 +21,11 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from sluice.kafka.reader import KafkaDataSource
 from sluice.render.settings import (
@@ -115,47 +113,6 @@ def task_progress(group: str | None) -> tuple[int, int] | None:
             done += info.numCompletedTasks
             total += info.numTasks
     return (done, total) if total else None
-
-
-class _WarmUp(DataSource):
-    """A Python data source with one empty partition: reading it makes Spark start the
-    Python processes every read of a Kafka source needs (see `warm_up`)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "sluice_warm_up"
-
-    def schema(self) -> str:
-        return "n int"
-
-    def reader(self, schema) -> DataSourceReader:
-        return _Nothing()
-
-
-class _Nothing(DataSourceReader):
-    def partitions(self) -> list[InputPartition]:
-        return [InputPartition(0)]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple]:
-        return iter(())
-
-
-def warm_up() -> None:
-    """Read a Python data source once, so that Spark starts the Python processes a read of
-    a Kafka source needs — a daemon per kind of Python work (finding, creating and planning
-    a data source, running its read tasks), each importing PySpark — before a statement
-    needs them. On a loaded machine they are most of a first query's time: the README's
-    first SELECT (a source with a dead-letter table: its backlog's batch job, then the
-    query) took 103 s on a fresh session and 55 s once this had run (one process, two
-    cores at load average 23–31). A shell calls it once Spark runs, off the thread that
-    reads statements, so it gains what its user spends typing; its job runs in its own
-    group and pool, beside the statements'."""
-    session = spark()
-    context = session.sparkContext
-    context.setJobGroup("sluice-warm-up", "sluice: starting Spark's Python workers", interruptOnCancel=True)
-    context.setLocalProperty("spark.scheduler.pool", "sluice-warm-up")
-    session.dataSource.register(_WarmUp)
-    session.read.format(_WarmUp.name()).load().collect()
 
 
 def _no_py4j_interrupt(record: logging.LogRecord) -> bool:
