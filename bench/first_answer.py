@@ -10,7 +10,7 @@ Usage: python bench/first_answer.py [--busy N] [--runs R] [--think S]
 `--busy N` runs N CPU-bound processes (`while True: pass`) beside it for the whole run;
 the machine's load average is printed with each run, since the times follow it.
 `--think S` waits S seconds before typing each statement, as a user types it (the shell
-starts Spark, and its Python workers, meanwhile); each answer is also timed from its
+starts Spark meanwhile); each answer is also timed from its
 statement's Enter.
 """
 
