@@ -7,6 +7,7 @@ SHOW SOURCE STATISTICS of a source not ingested answers at once and starts nothi
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
+from py4j.protocol import Py4JError
 
 from sluice.cli.display import pager_command
 from tests.test_repl import ANSI, PROMPT_STARTED, Terminal, environment, spawn_repl
@@ -186,10 +188,12 @@ def test_a_ctrl_c_inside_a_call_into_the_jvm_is_not_logged_with_its_traceback(sp
         for _ in range(20):
             interrupt = (threading.main_thread().ident, signal.SIGINT)
             timer = threading.Timer(rng.uniform(0.01, 0.3), signal.pthread_kill, interrupt)
-            timer.start()
             try:
+                timer.start()  # in the try: on a loaded machine the signal may come before the loop
                 while True:
-                    tracker.getActiveStageIds()
+                    # The call after an interrupted one may find py4j's connection broken.
+                    with contextlib.suppress(Py4JError):
+                        tracker.getActiveStageIds()
             except KeyboardInterrupt as e:
                 inside_py4j += any("py4j" in frame.filename for frame in traceback.extract_tb(e.__traceback__))
             timer.join()
@@ -197,7 +201,11 @@ def test_a_ctrl_c_inside_a_call_into_the_jvm_is_not_logged_with_its_traceback(sp
         signal.signal(signal.SIGINT, saved)
     assert inside_py4j >= 10, inside_py4j  # most land in py4j's socket read, the rest between two calls
     assert not [r for r in caplog.records if "KeyboardInterrupt" in r.getMessage()]
-    assert tracker.getActiveStageIds() == []  # and the JVM still answers
+    # The JVM still answers (the first call may find the connection the last interrupt
+    # broke, as the progress line's next look may: it then shows no task count).
+    with contextlib.suppress(Py4JError):
+        tracker.getActiveStageIds()
+    assert tracker.getActiveStageIds() == []
 
 
 def test_sluice_run_hints_how_to_get_the_connection_kafka(tmp_path: Path) -> None:

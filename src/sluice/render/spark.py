@@ -24,6 +24,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.protocol import Py4JError
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
@@ -97,21 +98,22 @@ def activate(session: SparkSession) -> None:
 def task_progress(group: str | None) -> tuple[int, int] | None:
     """(tasks done, tasks) of the active stages of the running Spark session — of the jobs
     in job group `group` when given — or None when it runs none (or has no status
-    tracker here: a Spark Connect session)."""
+    tracker here: a Spark Connect session, or the calling thread's connection to the JVM
+    was broken by a Ctrl-C in a call: py4j opens another at the next)."""
     if _session is None or not hasattr(_session, "_jsparkSession"):
         return None
     tracker = _session.sparkContext.statusTracker()
-    if group is None:
-        stages = tracker.getActiveStageIds()
-    else:
-        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
-        stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
-    done = total = 0
-    for stage in stages:
-        info = tracker.getStageInfo(stage)
-        if info is not None:
-            done += info.numCompletedTasks
-            total += info.numTasks
+    try:
+        if group is None:
+            stages = tracker.getActiveStageIds()
+        else:
+            jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+            stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
+        infos = [tracker.getStageInfo(stage) for stage in stages]
+    except Py4JError:  # the calling thread's connection, broken by a Ctrl-C in a call: no count this time
+        return None
+    done = sum(info.numCompletedTasks for info in infos if info is not None)
+    total = sum(info.numTasks for info in infos if info is not None)
     return (done, total) if total else None
 
 
