@@ -5,7 +5,7 @@ Usage: python bench/scale.py [--sizes 0.1,1,4] [--commits 10,100,1000,10000]
 
 Catch-up: a continuously ingested ENVELOPE NONE source (Avro, 0.1 % corrupt, a dead-letter
 table) over a topic of 0.1 M, 1 M and 4 M messages (`--sizes`, in millions), timed until
-it has committed the whole topic (`SHOW SOURCE STATISTICS` waits for that; the stream's
+it has committed the whole topic (a read of the source waits for that; the stream's
 start-up is included). The embedded broker keeps ~100 k messages of this size per
 partition, so a topic has 16 partitions, or one per 80 k messages beyond that (4 M: 50).
 

@@ -132,7 +132,7 @@ def test_completion_offers_catalog_names_before_keywords() -> None:
 def test_completion_of_meta_commands() -> None:
     assert candidates("\\ti", ["timely"]) == ("\\ti", ["\\timing"])
     assert candidates("\\", [])[1] == [
-        "\\d", "\\dt", "\\dv", "\\dm", "\\ds", "\\x", "\\pset", "\\timing", "\\i", "\\kafka", "\\log",
+        "\\d", "\\dt", "\\dv", "\\dm", "\\ds", "\\x", "\\pset", "\\timing", "\\i", "\\kafka", "\\log", "\\spark",
         "\\produce", "\\topics", "\\?", "\\q",
     ]
     assert candidates("\\d ord", ["orders"]) == ("ord", ["orders"])

@@ -1,11 +1,13 @@
 """Continuous ingestion on the embedded broker and Spark: a materialized view over an
 UPSERT source, the batch SELECT and the reference model agree; dead-letter rows carry
-their micro-batch's ingestion time; SUBSCRIBE streams changes; SHOW SOURCE STATISTICS."""
+their micro-batch's ingestion time; SUBSCRIBE streams changes; SHOW SOURCE STATISTICS, which
+neither waits nor starts a stream."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from unittest import mock
 
 import pytest
@@ -183,6 +185,19 @@ def test_statistics_count_every_message_of_every_source(session) -> None:
     session.execute(
         "CREATE SOURCE n FROM KAFKA CONNECTION kafka (TOPIC 't') KEY FORMAT TEXT VALUE FORMAT JSON INCLUDE KEY"
     )
-    rows = {r[0]: r[1:4] for r in session.execute("SHOW SOURCE STATISTICS").rows}
+    # Sources only queried are not ingested continuously: nothing counted, nothing started.
+    began = time.monotonic()
+    assert session.execute("SHOW SOURCE STATISTICS").rows == [
+        (name, 0, 0, 0, None, "not ingested", None) for name in ("s", "n")
+    ]
+    assert time.monotonic() - began < 0.5
+    assert session._live is None or not session._live.running
+    assert not (session.data_dir / "streams").exists()
+    session.execute("CREATE MATERIALIZED VIEW both_ AS SELECT key FROM s UNION ALL SELECT key FROM n")
+    # A read of a continuously ingested source waits for its commits (upsert: `a` ends in
+    # an error and `b` is deleted; none: two good values).
+    for name, count in (("s", 0), ("n", 2)):
+        assert session.execute(f"SELECT count(*) FROM IGNORE ERRORS {name}").rows == [(count,)]
+    rows = {r[0]: r[1:4] + r[5:] for r in session.execute("SHOW SOURCE STATISTICS").rows}
     # upsert: a bad value and a NULL key; none: a bad value and a key without value
-    assert rows == {"s": (4, 2, 0), "n": (4, 2, 0)}
+    assert rows == {"s": (4, 2, 0, "running", None), "n": (4, 2, 0, "running", None)}

@@ -192,6 +192,21 @@ class Session:
 
         return spark()
 
+    def join_job_group(self, group: str, description: str) -> None:
+        """Put the Spark jobs the calling thread starts from now on into job group `group`,
+        which `cancel_job_group` cancels (a front end's Ctrl-C); nothing before Spark runs."""
+        if spark_running():
+            from sluice.render.spark import join_job_group
+
+            join_job_group(group, description)
+
+    def cancel_job_group(self, group: str) -> None:
+        """Cancel the running Spark jobs of job group `group` (see `join_job_group`)."""
+        if spark_running():
+            from sluice.render.spark import cancel_job_group
+
+            cancel_job_group(group)
+
     def spark_log(self) -> Path:
         """Where Spark's log is (or will be, before Spark starts)."""
         return current_log()
@@ -255,11 +270,14 @@ class Session:
     @staticmethod
     def needs_spark(planned: Plan) -> bool:
         """Whether carrying out `planned` reads or writes data (on Spark) rather than
-        changing or reading the catalog alone; a materialized view starts ingesting when
-        created."""
+        changing or reading the catalog (or counters committed to disk) alone; a
+        materialized view starts ingesting when created."""
         if isinstance(planned, CreatePlan):
             return any(item.kind == kinds.MATERIALIZED_VIEW for item in planned.items)
-        return not isinstance(planned, (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan, ValidatePlan, PysparkPlan))
+        return not isinstance(
+            planned,
+            (DropPlan, NoticePlan, RowsPlan, SecretPlan, SinkStatusPlan, StatisticsPlan, ValidatePlan, PysparkPlan),
+        )
 
     @staticmethod
     def is_subscribe(planned: Plan) -> bool:
@@ -383,9 +401,7 @@ class Session:
             lines = physical_plan(planned.query, current, self.tables, stores)
             return Result(planned.status, ("Physical Plan",), [(line,) for line in lines])
         if isinstance(planned, StatisticsPlan):
-            from sluice.render.executor import source_statistics  # Spark only when needed
-
-            rows = source_statistics(self._streams(), current, planned.source_ids)
+            rows = [self._statistics(current.by_id(i)) for i in planned.source_ids]
             return Result(planned.status, planned.columns, rows)
         if isinstance(planned, SubscribePlan):
             # As a statement, SUBSCRIBE shows the current contents; `subscribe` streams on.
@@ -444,6 +460,16 @@ class Session:
             return None
         running = self._live is not None and item.id in self._live.running
         return running or (self.data / "streams" / item.id).exists()
+
+    def _statistics(self, source) -> tuple:
+        """SHOW SOURCE STATISTICS' row of `source`, which neither waits nor starts anything:
+        a source never ingested continuously has zero counters, read without Spark."""
+        running = self._live is not None and (source.id in self._live.running or source.id in self._live.starting)
+        if not running and not (self.data / "streams" / source.id).exists():
+            return (source.name, 0, 0, 0, None, "not ingested", None)
+        from sluice.render.executor import source_statistics  # its store's records
+
+        return source_statistics(self._streams(), source)
 
     def _subscription(self, planned: SubscribePlan):
         from sluice.render.executor import subscription  # Spark only when data is needed

@@ -1,6 +1,11 @@
 """How results are shown, psql's way: aligned tables or expanded records (`\\x`), unaligned
 (`-A`) and CSV (`--csv`) text for scripts, tuples only (`-t`), and the pager for what does
-not fit the terminal (`$PAGER`, default `less -S`; `\\pset pager`)."""
+not fit the terminal (`\\pset pager`): `$PSQL_PAGER`, else `$PAGER` (either set empty: no
+pager), else `less -S -X`. Text that fits the screen once wrapped is printed as it is, as
+`less -F` would, and `-X` leaves what was paged on the screen after quitting the pager
+(no alternate screen): the answer stays above the next prompt. (Not `-F` itself: with
+`-S`, a few lines too wide would fit chopped, and less would quit at once with their ends
+cut off and out of reach.)"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from sluice.cli.table import cells, format_table, pad, row_count, with_notice
 from sluice.values import pg_text
 
 EXPANDED_CHOICES = ("on", "off", "auto")
-DEFAULT_PAGER = "less -S"
+DEFAULT_PAGER = "less -S -X"
 
 
 @dataclass
@@ -96,9 +101,9 @@ def _record_rule(n: int, name_width: int, value_width: int) -> str:
 
 def page(text: str, out: TextIO, *, enabled: bool) -> None:
     """Write `text` (plus a newline) to `out`, through the pager when `out` is a terminal,
-    paging is on and the text is taller or wider than the terminal."""
-    if enabled and out.isatty() and _exceeds(text, shutil.get_terminal_size()):
-        command = shlex.split(os.environ.get("PAGER") or DEFAULT_PAGER)
+    paging is on, there is a pager and the text does not fit the terminal."""
+    command = pager_command()
+    if enabled and command and out.isatty() and _exceeds(text, shutil.get_terminal_size()):
         out.flush()
         try:
             pager = subprocess.Popen(command, stdin=subprocess.PIPE, text=True)
@@ -114,7 +119,18 @@ def page(text: str, out: TextIO, *, enabled: bool) -> None:
     out.flush()
 
 
+def pager_command() -> list[str]:
+    """The pager as psql chooses it: `$PSQL_PAGER`, else `$PAGER`, else the default; none
+    when the variable chosen is empty."""
+    for variable in ("PSQL_PAGER", "PAGER"):
+        if variable in os.environ:
+            return shlex.split(os.environ[variable])
+    return shlex.split(DEFAULT_PAGER)
+
+
 def _exceeds(text: str, size: os.terminal_size) -> bool:
-    lines = text.splitlines()
-    # The prompt takes a line after the output, as in psql.
-    return len(lines) >= size.lines or any(cells(line) > size.columns for line in lines)
+    """Whether `text` takes more rows of the terminal than it has, its lines wrapped at its
+    width (the prompt takes a row after the output, as in psql)."""
+    width = max(size.columns, 1)
+    rows = sum(max(1, -(-cells(line) // width)) for line in text.splitlines())
+    return rows >= size.lines

@@ -41,9 +41,9 @@ from contextlib import contextmanager
 from sluice import dump, parse, parse_statement, split_statements
 from sluice.cli.display import Display
 from sluice.cli.progress import ProgressLine, progress_text, watched
-from sluice.cli.broker import connect, open_broker, version
+from sluice.cli.broker import CONNECTION_NAME, connect, open_broker, version
 from sluice.cli.kafka import BROKER_VARIABLE, add_kafka_commands, kafka_argv
-from sluice.errors import SqlError, as_sql_error, format_error
+from sluice.errors import SqlError, UndefinedObject, as_sql_error, format_error
 from sluice.session import Session
 
 # How long `sluice run` waits at its end for the sinks to deliver what their relations hold.
@@ -111,6 +111,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 result = watched(lambda: session.execute_statement(parse_statement(text, start, end)), line)
             except SqlError as e:
+                if broker is None:
+                    _hint_missing_connection(e)
                 print(format_error(e, text), file=sys.stderr)
                 if not args.keep_going:
                     return 1
@@ -128,6 +130,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         for name, status, error in watched(lambda: session.drain_sinks(SINK_DRAIN_SECONDS), line):
             print(f'NOTICE:  sink "{name}" is {status}' + (f": {error}" if error else ""), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _hint_missing_connection(error: SqlError) -> None:
+    """A script copied from the REPL names the connection `kafka` it creates; `run` creates
+    it only when told which broker to use: say how."""
+    if isinstance(error, UndefinedObject) and error.message == f"unknown catalog item '{CONNECTION_NAME}'":
+        error.hint = (
+            f"sluice run creates connection {CONNECTION_NAME} when given a broker: --broker ADDR "
+            f"(or ${BROKER_VARIABLE}), or --embedded to start one"
+        )
 
 
 @contextmanager

@@ -3,12 +3,14 @@
 This module owns the shell: reading statements (prompt_toolkit line editing, history,
 pygments highlighting, completion of keywords and catalog names; a statement ends at a
 top-level `;`), meta-commands (`\\d` and its `\\dt \\dv \\dm \\ds`, `\\x`, `\\pset`,
-`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\q`, `\\?`; the Kafka ones,
+`\\timing`, `\\i`, `\\kafka`, `\\log`, `\\spark`, `\\q`, `\\?`; the Kafka ones,
 `\\produce` and `\\topics`, live in `repl_kafka.py`), running statements so that Ctrl-C
 cancels them without ending the session, showing results as `display` says (through
 the pager when they do not fit), and printing SUBSCRIBE changes as they arrive. The
 prompt comes first: the catalog's `kafka` connection and Spark are set up in background
-threads, and only a statement that needs Spark waits for it, with a progress line.
+threads, and only a statement that needs Spark waits for it, with a progress line. With
+`--spark-ui`, the web UI's address is printed once Spark runs, above the prompt being
+edited if need be. Ctrl-C never ends the session nor shows a traceback.
 """
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ META_COMMANDS = {
     "dm": ("\\dm", "list materialized views"),
     "ds": ("\\ds", "list sources"),
     "x": ("\\x [on|off|auto]", "expanded display: a block per row (auto: when too wide)"),
-    "pset": ("\\pset pager [on|off]", "page output taller or wider than the terminal"),
+    "pset": ("\\pset pager [on|off]", "page output that does not fit the terminal"),
     "timing": ("\\timing [on|off]", "toggle printing how long each statement took"),
     "i": ("\\i FILE", "run the statements in FILE"),
     "kafka": ("\\kafka", "show the Kafka broker address in use"),
     "log": ("\\log", "show the path of Spark's log"),
+    "spark": ("\\spark", "show whether Spark runs, and its web UI's address"),
     **repl_kafka.USAGE,
     "?": ("\\?", "show this help"),
     "q": ("\\q", "quit (Ctrl-D too)"),
@@ -187,6 +190,8 @@ class SparkStarter:
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
+        # Called on the starting thread once the start-up has ended (well or not).
+        self.on_ready: Callable[[], None] | None = None
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.session: Any = None
@@ -211,10 +216,21 @@ class SparkStarter:
         finally:
             self.took = time.monotonic() - self.started_at
             self._ready.set()
+        if self.on_ready is not None:
+            self.on_ready()
 
     def wait(self, timeout: float) -> bool:
         """Whether the start-up has ended (well or not) within `timeout` seconds."""
         return self._ready.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        """Whether Spark has started (and did not fail to)."""
+        return self._ready.is_set() and self.error is None and self.session is not None
+
+    @property
+    def starting(self) -> bool:
+        return self._thread is not None and not self._ready.is_set()
 
     def check(self) -> None:
         """Raise the start-up's failure, and let the next statement try again."""
@@ -223,30 +239,25 @@ class SparkStarter:
         error, self.error, self._thread = self.error, None, None
         raise ExternalSystemError(f"cannot start spark: {str(error).strip() or type(error).__name__}")
 
-    def join_group(self, group: str, description: str) -> None:
-        """Put the Spark jobs the calling thread starts from now on into `group`."""
-        if self.session is not None:
-            self.session.sparkContext.setJobGroup(group, description[:200], interruptOnCancel=True)
 
-    def cancel_group(self, group: str, worker: threading.Thread) -> None:
-        """Cancel `group`'s jobs, and keep cancelling them while `worker` still runs: a
-        statement interrupted between two jobs (reading Kafka offsets, planning) would
-        otherwise start its next one after the cancel, unseen and unstoppable."""
-        if self.session is None:
-            return
-        context = self.session.sparkContext
 
-        def cancel() -> None:
-            while True:
-                try:
-                    context.cancelJobGroup(group)
-                except Exception:  # a JVM that is going away has no jobs left to cancel
-                    return
-                worker.join(0.5)
-                if not worker.is_alive():
-                    return
+def keep_cancelling(session: Session, group: str, worker: threading.Thread) -> None:
+    """Cancel the Spark jobs of job group `group`, and keep cancelling them while `worker`
+    still runs (on a thread of its own): a statement interrupted between two jobs (reading
+    Kafka offsets, planning) would otherwise start its next one after the cancel, unseen
+    and unstoppable."""
 
-        threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
+    def cancel() -> None:
+        while True:
+            try:
+                session.cancel_job_group(group)
+            except Exception:  # a JVM that is going away has no jobs left to cancel
+                return
+            worker.join(0.5)
+            if not worker.is_alive():
+                return
+
+    threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
 
 class Cancelled(Exception):
@@ -326,6 +337,8 @@ class Repl:
         self._setup_done = threading.Event()
         self._setup_done.set()
         self._setup_error: SqlError | None = None
+        self._ui_told = False  # whether the web UI address was printed (`--spark-ui`), or there is none
+        self._ui_lock = threading.Lock()
 
     def write(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -431,13 +444,13 @@ class Repl:
         group = f"sluice-repl-{self._statements}"
 
         def grouped() -> Any:
-            self.spark.join_group(group, text)
+            self.session.join_job_group(group, text)
             return work()
 
         def interrupt(worker: threading.Thread) -> None:
             if on_interrupt is not None:
                 on_interrupt()
-            self.spark.cancel_group(group, worker)
+            keep_cancelling(self.session, group, worker)
 
         line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
         return _interruptible(grouped, interrupt, line)
@@ -499,10 +512,36 @@ class Repl:
             finally:
                 line.clear()
             self.note(f"Spark is ready (started in {self.spark.took:.1f} s)")
-            url = self.session.spark_ui() if self.spark.error is None else None
-            if url is not None:
-                self.note(f"Spark UI: {url}")
+            self.tell_spark_ui()
         self.spark.check()
+
+    def spark_ui_untold(self) -> bool:
+        """Whether Spark runs with a web UI (`--spark-ui`) whose address is yet to be printed."""
+        return not self._ui_told and self.spark.running and self.session.spark_ui() is not None
+
+    def tell_spark_ui(self) -> None:
+        """Print the address of Spark's web UI once, as soon as Spark runs with one; nothing
+        before that, and nothing (nor a call into Spark) after."""
+        with self._ui_lock:
+            if self._ui_told or not self.spark.running:
+                return
+            url = self.session.spark_ui()
+            self._ui_told = True  # told, or nothing to tell: Spark runs without its UI
+        if url is not None:
+            self.note(f"Spark UI: {url}")
+
+    def _spark_status(self) -> None:
+        master = os.environ.get("SLUICE_SPARK_MASTER", "local[2]")
+        if self.spark.running:
+            self.write(f"spark: running ({master}), started in {self.spark.took:.1f} s")
+            url = self.session.spark_ui()
+            self.write(f"web UI: {url}" if url else "web UI: off (start sluice with --spark-ui to run it)")
+        elif self.spark.error is not None:
+            self.write(f"spark: failed to start ({self.spark.error}); a statement that reads data tries again")
+        elif self.spark.starting:
+            self.write(f"spark: starting ({master}) for {time.monotonic() - self.spark.started_at:.0f} s")
+        else:
+            self.write(f"spark: not started ({master}); a statement that reads data starts it")
 
     def meta(self, command: MetaCommand) -> bool:
         name, argument = command.name, command.argument
@@ -520,6 +559,8 @@ class Repl:
             self._pset(argument)
         elif name == "log":
             self.write(str(self.session.spark_log()))
+        elif name == "spark":
+            self._spark_status()
         elif name == "timing":
             self._set_timing(argument)
         elif name == "i":
@@ -556,11 +597,10 @@ class Repl:
         for line in about:
             self.write(line)
         if ingested is False:
-            self.write(f"counters: none yet (SHOW SOURCE STATISTICS FOR {name} starts ingesting it)")
+            self.write("counters: none yet (only a source ingested continuously has them: one with a dead-letter "
+                "table, or one a materialized view, sink or SUBSCRIBE reads, from the first statement reading it)")
         elif ingested:
-            self._wait_for_spark()
-            text = f"SHOW SOURCE STATISTICS FOR {name}"
-            self.show(self._on_spark(text, lambda: self.session.execute(text)))
+            self.show(self.session.execute(f"SHOW SOURCE STATISTICS FOR {name}"))
 
     def _list(self, name: str) -> None:
         self._wait_for_setup()
@@ -647,6 +687,7 @@ def _prompt_session(repl: Repl, history_file: Path):
 
 def interact(repl: Repl, history_file: Path) -> None:
     from prompt_toolkit import PromptSession
+    from prompt_toolkit.application import run_in_terminal
 
     prompt = _prompt_session(repl, history_file)
 
@@ -656,18 +697,31 @@ def interact(repl: Repl, history_file: Path) -> None:
         repl.start_background()
 
     prompt.app.after_render += first_render
+
+    def spark_ready() -> None:  # on the thread that started Spark
+        app, loop = prompt.app, prompt.app.loop
+        if app.is_running and loop is not None and repl.spark_ui_untold():
+            # Printed above the prompt being edited; if the prompt is gone by then, the
+            # next one (or the statement waiting for Spark) prints it.
+            loop.call_soon_threadsafe(lambda: run_in_terminal(repl.tell_spark_ui) if app.is_running else None)
+
+    repl.spark.on_ready = spark_ready
     # A prompt of its own: arguments given to a PromptSession's prompt() stay with it.
     data_prompt = PromptSession(repl_kafka.PRODUCE_PROMPT)
     repl.read_data = lambda: _data_line(data_prompt)
     while True:
         try:
+            repl.tell_spark_ui()
             text = prompt.prompt()
         except KeyboardInterrupt:
             continue
         except EOFError:
             return
-        if not repl.handle(text):
-            return
+        try:
+            if not repl.handle(text):
+                return
+        except KeyboardInterrupt:  # a Ctrl-C while an error was being shown: the session goes on
+            repl.write("cancelled")
 
 
 def _data_line(prompt) -> str | None:

@@ -122,8 +122,9 @@ class PhysicalPlan:
 
 @dataclass(frozen=True)
 class StatisticsPlan:
-    """SHOW SOURCE STATISTICS: the counters of these sources, read from their ingestion,
-    and its status (`running` or `failed`) with the reason it failed."""
+    """SHOW SOURCE STATISTICS: the counters of these sources as their continuous
+    ingestion has committed them, and its status (`running`, `starting`, `failed` with the
+    reason, or `not ingested`); reading them neither waits nor starts an ingestion."""
 
     source_ids: tuple[str, ...]
     columns: tuple[str, ...] = (

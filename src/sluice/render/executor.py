@@ -113,32 +113,25 @@ def live_stores(
     return {s: streams.store(s) for s in wanted}
 
 
-def source_statistics(streams: Streams, catalog: Catalog, source_ids) -> list[tuple]:
-    """Each source's counters since its ingestion began (which this starts, if needed,
-    and waits on until it has read what its topic holds now), then its status: `running`,
-    or `failed` with the reason (its counters are then those committed so far)."""
-    start_ingestion(streams, catalog, source_ids)
-    rows = []
-    for source_id in source_ids:
-        status, reason = "running", None
-        try:
-            live_stores(streams, catalog, [source_id], frozenset([source_id]))
-        except SourceFailed as e:
-            status, reason = "failed", e.reason
-        totals = streams.store(source_id).totals()
-        last = totals.last_error_ms
-        rows.append(
-            (
-                catalog.by_id(source_id).name,
-                totals.messages,
-                totals.errors,
-                totals.dead_lettered,
-                None if last is None else datetime.fromtimestamp(last / 1000, timezone.utc).replace(tzinfo=None),
-                status,
-                reason,
-            )
-        )
-    return rows
+def source_statistics(streams: Streams, item: Item) -> tuple:
+    """The source's counters as its store has committed them now, then its status:
+    `running` (or `starting`, while its stream commits its backlog), `failed` with the
+    reason, or `not ingested` when this session does not ingest it continuously (the
+    counters are then those its last ingestion committed). Nothing waits, nothing starts."""
+    ingestion = streams.running.get(item.id)
+    store = streams.store(item.id)
+    status, reason = "not ingested", None
+    if ingestion is not None:
+        failure = ingestion.failed()
+        status, reason = ("running", None) if failure is None else ("failed", failure.reason)
+    elif item.id in streams.starting:
+        status = "starting"
+    elif (failed := store.failure()) is not None:
+        status, reason = "failed", failed
+    totals = store.totals()
+    last = totals.last_error_ms
+    last_error = None if last is None else datetime.fromtimestamp(last / 1000, timezone.utc).replace(tzinfo=None)
+    return (item.name, totals.messages, totals.errors, totals.dead_lettered, last_error, status, reason)
 
 
 def subscription(plan: QueryPlan, catalog: Catalog, tables: TableStore, streams: Streams) -> Subscription:

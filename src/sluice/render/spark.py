@@ -3,7 +3,8 @@
 Local by default (`local[2]`); `SLUICE_SPARK_MASTER` points it elsewhere. Spark's own
 logging and console progress bars are kept out of user output (its log is a file, see
 `settings`), Python workers run the interpreter sluice runs in (so they import sluice),
-and timestamps are UTC. The user's settings (`settings.wanted()`: `--conf`, the
+and timestamps are UTC. A Ctrl-C in the middle of a call into the JVM is the caller's to
+report: py4j's logged traceback of it is dropped. The user's settings (`settings.wanted()`: `--conf`, the
 `SLUICE_SPARK_CONF` file, the web UI) come last, so they win.
 
 A local session listens on loopback only (`_loopback`): its driver, block manager and web
@@ -15,6 +16,7 @@ leaves Spark's addresses as they say.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -22,6 +24,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.protocol import Py4JError
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
@@ -50,6 +53,7 @@ def spark() -> SparkSession:
     global _session
     with _lock:
         if _session is None:
+            logging.getLogger().addFilter(_no_py4j_interrupt)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
             settings = wanted()
@@ -94,22 +98,42 @@ def activate(session: SparkSession) -> None:
 def task_progress(group: str | None) -> tuple[int, int] | None:
     """(tasks done, tasks) of the active stages of the running Spark session — of the jobs
     in job group `group` when given — or None when it runs none (or has no status
-    tracker here: a Spark Connect session)."""
+    tracker here: a Spark Connect session, or the calling thread's connection to the JVM
+    was broken by a Ctrl-C in a call: py4j opens another at the next)."""
     if _session is None or not hasattr(_session, "_jsparkSession"):
         return None
     tracker = _session.sparkContext.statusTracker()
-    if group is None:
-        stages = tracker.getActiveStageIds()
-    else:
-        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
-        stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
-    done = total = 0
-    for stage in stages:
-        info = tracker.getStageInfo(stage)
-        if info is not None:
-            done += info.numCompletedTasks
-            total += info.numTasks
+    try:
+        if group is None:
+            stages = tracker.getActiveStageIds()
+        else:
+            jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+            stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
+        infos = [tracker.getStageInfo(stage) for stage in stages]
+    except Py4JError:  # the calling thread's connection, broken by a Ctrl-C in a call: no count this time
+        return None
+    done = sum(info.numCompletedTasks for info in infos if info is not None)
+    total = sum(info.numTasks for info in infos if info is not None)
     return (done, total) if total else None
+
+
+def _no_py4j_interrupt(record: logging.LogRecord) -> bool:
+    """Whether a root-logger record is to be shown: not py4j's traceback of a Ctrl-C that
+    interrupted a call into the JVM (it logs one, then lets the KeyboardInterrupt go on,
+    which the front end reports as a cancel)."""
+    return record.getMessage() != "KeyboardInterrupt while sending command."
+
+
+def join_job_group(group: str, description: str) -> None:
+    """Put the jobs the calling thread starts from now on into job group `group`, which
+    `cancel_job_group` interrupts (a Spark Connect session, with no context here, has none)."""
+    if _session is not None and hasattr(_session, "_jsparkSession"):
+        _session.sparkContext.setJobGroup(group, description[:200], interruptOnCancel=True)
+
+
+def cancel_job_group(group: str) -> None:
+    if _session is not None and hasattr(_session, "_jsparkSession"):
+        _session.sparkContext.cancelJobGroup(group)
 
 
 def _quiet_query_context_loggers() -> None:
