@@ -262,6 +262,61 @@ class InFailedSqlTransaction(SqlError):
     code = "25P02"
 
 
+class BindMismatch(SqlError):
+    """A well-formed Bind that does not fit its statement: an error, not the end of the
+    connection (as in PostgreSQL)."""
+
+    code = "08P01"
+
+
+class NoActiveSqlTransaction(SqlError):
+    """A statement that needs a transaction block outside one (DECLARE CURSOR)."""
+
+    code = "25P01"
+
+
+class UndefinedPreparedStatement(SqlError):
+    """A prepared statement a client names that it never prepared."""
+
+    code = "26000"
+
+
+class UndefinedCursor(SqlError):
+    """A portal or cursor a client names that does not exist."""
+
+    code = "34000"
+
+
+class DuplicatePreparedStatement(SqlError):
+    """A prepared statement prepared again under its name."""
+
+    code = "42P05"
+
+
+class DuplicateCursor(SqlError):
+    """A portal or cursor declared again under its name."""
+
+    code = "42P03"
+
+
+class UndefinedParameter(SqlError):
+    """A `$n` beyond the parameters a statement was given."""
+
+    code = "42P02"
+
+
+class InvalidTimeout(SqlError):
+    """A FETCH timeout that is no interval."""
+
+    code = "22007"
+
+
+class CantChangeRuntimeParam(SqlError):
+    """A SET of a setting the session cannot change."""
+
+    code = "55P02"
+
+
 class ExternalSystemError(SqlError):
     """A system sluice talks to (schema registry, Kafka) failed or refused."""
 

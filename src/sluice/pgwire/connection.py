@@ -33,8 +33,12 @@ from typing import Any
 from sluice import parse_statement, split_statements
 from sluice.errors import (
     ActiveSqlTransaction,
+    BindMismatch,
+    DuplicateCursor,
+    DuplicatePreparedStatement,
     FeatureNotSupported,
     InFailedSqlTransaction,
+    NoActiveSqlTransaction,
     ParseError,
     ProtocolViolation,
     QueryCanceled,
@@ -42,6 +46,8 @@ from sluice.errors import (
     Span,
     SqlError,
     TooManyConnections,
+    UndefinedCursor,
+    UndefinedPreparedStatement,
     as_sql_error,
 )
 from sluice.pgwire import protocol as wire
@@ -62,7 +68,14 @@ from sluice.pgwire.statements import (
     show_name,
     substitute,
 )
-from sluice.pgwire.types import TEXT_OID, binary_value, copy_line, oid_of, parameter_literal, text_value
+from sluice.pgwire.types import (
+    TEXT_OID,
+    binary_value,
+    copy_line,
+    oid_of,
+    parameter_literal,
+    text_value,
+)
 from sluice.plan import QueryPlan, SubscribePlan
 from sluice.session import Session
 from sluice.syntax import ast
@@ -385,7 +398,7 @@ class Connection:
         types = [message.int32() for _ in range(message.count())]
         message.end()
         if name and name in self.prepared:
-            raise _DuplicatePrepared(f'prepared statement "{name}" already exists')
+            raise DuplicatePreparedStatement(f'prepared statement "{name}" already exists')
         if len(list(split_statements(sql))) > 1:
             raise ParseError("cannot insert multiple commands into a prepared statement")
         found = placeholders(sql)
@@ -406,18 +419,18 @@ class Connection:
         message.end()
         prepared = self.prepared.get(name)
         if prepared is None:
-            raise _UndefinedPrepared(f'prepared statement "{name}" does not exist')
+            raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
         if len(values) != len(prepared.types):
-            raise _BadBind(
+            raise BindMismatch(
                 f'bind message supplies {len(values)} parameters, but prepared statement "{name}"'
                 f" requires {len(prepared.types)}"
             )
         if len(formats) not in (0, 1, len(values)):
-            raise _BadBind(f"bind message has {len(formats)} parameter formats but {len(values)} parameters")
+            raise BindMismatch(f"bind message has {len(formats)} parameter formats but {len(values)} parameters")
         binary = [bool((formats or [0])[0 if len(formats) <= 1 else i]) for i in range(len(values))]
         literals = [parameter_literal(v, t, b) for v, t, b in zip(values, prepared.types, binary, strict=True)]
         if portal and portal in self.portals:
-            raise _DuplicateCursor(f'portal "{portal}" already exists')
+            raise DuplicateCursor(f'portal "{portal}" already exists')
         self.portals[portal] = Portal(prepared, substitute(prepared.sql, literals), results)
         self.send(wire.BIND_COMPLETE)
 
@@ -427,7 +440,7 @@ class Connection:
         if what == ord("S"):
             prepared = self.prepared.get(name)
             if prepared is None:
-                raise _UndefinedPrepared(f'prepared statement "{name}" does not exist')
+                raise UndefinedPreparedStatement(f'prepared statement "{name}" does not exist')
             self.send(wire.parameter_description(t or TEXT_OID for t in prepared.types))
             nulls = [parameter_literal(None, t, False) for t in prepared.types]
             self._text = substitute(prepared.sql, nulls)
@@ -450,7 +463,7 @@ class Connection:
     def _portal(self, name: str) -> Portal:
         portal = self.portals.get(name)
         if portal is None:
-            raise _UndefinedPortal(f'portal "{name}" does not exist')
+            raise UndefinedCursor(f'portal "{name}" does not exist')
         return portal
 
     def _execute(self, message: wire.Body) -> None:
@@ -583,12 +596,12 @@ class Connection:
             raise FeatureNotSupported("this form of DECLARE is not supported yet")
         name, options, query_start, query_end = found
         if self.transaction == "I":
-            raise _NoActiveTransaction("DECLARE CURSOR can only be used in transaction blocks")
+            raise NoActiveSqlTransaction("DECLARE CURSOR can only be used in transaction blocks")
         unsupported = set(options.split()) - {"NO", "SCROLL", "INSENSITIVE", "ASENSITIVE"}
         if unsupported or options.split().count("SCROLL") > options.split().count("NO"):
             raise FeatureNotSupported(f"DECLARE {options} CURSOR is not supported yet")
         if name in self.cursors:
-            raise _DuplicateCursor(f'cursor "{name}" already exists')
+            raise DuplicateCursor(f'cursor "{name}" already exists')
         statement = _parsed(text, start + query_start, start + query_end)
         if isinstance(statement, ast.Subscribe):
             self.read_transaction = True
@@ -607,7 +620,7 @@ class Connection:
     def _cursor(self, name: str) -> Cursor:
         cursor = self.cursors.get(name)
         if cursor is None:
-            raise _UndefinedPortal(f'cursor "{name}" does not exist')
+            raise UndefinedCursor(f'cursor "{name}" does not exist')
         return cursor
 
     def _fetch(self, sql: str) -> Outcome:
@@ -768,33 +781,6 @@ class Connection:
                 threading.Event().wait(0.5)
 
         threading.Thread(target=keep_cancelling, name="sluice-pgwire-cancel", daemon=True).start()
-
-
-class _BadBind(SqlError):
-    """A well-formed Bind that does not fit its statement: an error, not the end of the
-    connection (as in PostgreSQL)."""
-
-    code = "08P01"
-
-
-class _NoActiveTransaction(SqlError):
-    code = "25P01"
-
-
-class _UndefinedPrepared(SqlError):
-    code = "26000"
-
-
-class _UndefinedPortal(SqlError):
-    code = "34000"
-
-
-class _DuplicatePrepared(SqlError):
-    code = "42P05"
-
-
-class _DuplicateCursor(SqlError):
-    code = "42P03"
 
 
 def _parsed(text: str, start: int, end: int) -> ast.Statement:

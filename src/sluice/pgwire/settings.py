@@ -9,16 +9,12 @@ The error texts are Materialize's (`unrecognized configuration parameter`, `para
 
 from __future__ import annotations
 
-from sluice.errors import InvalidParameterValue, SqlError, UndefinedObject
+from sluice.errors import CantChangeRuntimeParam, InvalidParameterValue, UndefinedObject
 
 # PostgreSQL 9.5.0, as Materialize claims to be: too new and some clients warn, too old
 # and they fall back to legacy code paths.
 SERVER_VERSION = "9.5.0"
 DEFAULT_DATABASE = "materialize"
-
-
-class CantChangeRuntimeParam(SqlError):
-    code = "55P02"
 
 
 # name (lower case) → (the name clients are told, default value)

@@ -13,11 +13,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from sluice.errors import SqlError
-
-
-class UndefinedParameter(SqlError):
-    code = "42P02"
+from sluice.errors import InvalidTimeout, UndefinedParameter
 
 # Literals, quoted identifiers and comments (where `$1` is no placeholder), or a placeholder.
 _TOKENS = re.compile(
@@ -224,10 +220,6 @@ def close_cursor(sql: str) -> str | None:
     if match is None:
         return None
     return _name(match.group("name")) if match.group("name") else ""
-
-
-class InvalidTimeout(SqlError):
-    code = "22007"
 
 
 def set_statement(sql: str) -> tuple[str, str | None] | None:
