@@ -57,10 +57,8 @@ from dataclasses import dataclass, field
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
@@ -70,7 +68,7 @@ from sluice.kafka.reader import NAME, admitted
 from sluice.kafka.retry import SourceUnavailable
 from sluice.render.compaction import Compactor
 from sluice.render.failures import WORKER_LATE, failure_reason, raised_as, retried
-from sluice.render.pyspark_code import F, with_fields
+from sluice.render.pyspark_code import F
 from sluice.render.spark import activate
 from sluice.storage import Location
 from sluice.render.source import (

@@ -384,10 +384,10 @@ class Store:
         remove_all(leftovers)
         inspection = self.inspect()
         try:
-            done, planned = self.checkpoint_position()
+            done, _ = self.checkpoint_position()
             readable = True
         except (OSError, ValueError, IndexError):
-            done = planned = None
+            done = None
             readable = False
         damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
         keep = inspection.records
