@@ -196,10 +196,7 @@ def test_a_ctrl_c_inside_a_call_into_the_jvm_is_not_logged_with_its_traceback(sp
                     task_progress(None)  # as the progress line looks, on the main thread
                 timer.join()  # a loaded machine's late signal lands here, in the try
             except KeyboardInterrupt as e:
-                # py4j's OSError in its place, given back as the interrupt, tells where it came.
-                landed = [e, *([e.__cause__] if e.__cause__ is not None else [])]
-                frames = [f for x in landed for f in traceback.extract_tb(x.__traceback__)]
-                inside_py4j += any("py4j" in frame.filename for frame in frames)
+                inside_py4j += any("py4j" in frame.filename for frame in traceback.extract_tb(e.__traceback__))
             timer.join()
     finally:
         signal.signal(signal.SIGINT, saved)

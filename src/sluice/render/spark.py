@@ -110,13 +110,10 @@ def task_progress(group: str | None) -> tuple[int, int] | None:
             jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
             stages = [s for job in jobs if job is not None and job.status == "RUNNING" for s in job.stageIds]
         infos = [tracker.getStageInfo(stage) for stage in stages]
-    except Py4JError:  # the calling thread's connection, broken by a Ctrl-C in a call: no count this time
+    except (Py4JError, OSError):
+        # The calling thread's connection, broken by a Ctrl-C in a call (py4j, closing it,
+        # may fail with OSError "Transport endpoint is not connected"): no count this time.
         return None
-    except OSError as e:
-        # py4j, interrupted by a Ctrl-C in its socket read, closes the connection and may
-        # fail at that with OSError ("Transport endpoint is not connected"), in place of
-        # the KeyboardInterrupt it was handling: the user's Ctrl-C, given back.
-        raise KeyboardInterrupt from e
     done = sum(info.numCompletedTasks for info in infos if info is not None)
     total = sum(info.numTasks for info in infos if info is not None)
     return (done, total) if total else None
