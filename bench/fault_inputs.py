@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sluice  # noqa: E402
-from sluice.render.store import Store  # noqa: E402
+from sluice.storage.store import Store  # noqa: E402
 from tests.hostile_inputs import (  # noqa: E402
     BRACKETED,
     CHAINS,

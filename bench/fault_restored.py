@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.*
 import sluice  # noqa: E402
 from sluice.catalog.store import FILE_NAME  # noqa: E402
 from sluice.kafka.embedded import EmbeddedKafka, produce  # noqa: E402
-from sluice.orphans import DATA_FOLDERS, ORPHANED  # noqa: E402
+from sluice.storage.orphans import DATA_FOLDERS, ORPHANED  # noqa: E402
 from tests.sinks import read_committed, upserted  # noqa: E402
 from tests.store_faults import data_root  # noqa: E402
 

@@ -39,9 +39,9 @@ from tests.test_repl import environment  # noqa: E402
 # appending (step, start, end) in seconds since the process began to $TIMINGS.
 HOOKS = r"""
 import json, os, sys, time
-import sluice.render.ingest as ingest
+import sluice.storage.ingest as ingest
 import sluice.render.executor as executor
-import sluice.render.spark as spark
+import sluice.spark.session as spark
 
 BEGAN = time.monotonic()
 OUT = open(os.environ["TIMINGS"], "a", buffering=1)

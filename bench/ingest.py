@@ -32,9 +32,9 @@ import sluice
 from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.kafka.reader import NAME, decode_spec
-from sluice.render.ingest import TRIGGER
-from sluice.render.spark import spark
+from sluice.spark.kafka_source import NAME, decode_spec
+from sluice.storage.ingest import TRIGGER
+from sluice.spark.session import spark
 
 SCHEMA = {
     "type": "record",

@@ -40,7 +40,7 @@ import json, os, sys
 from pyspark.sql import SparkSession
 from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
-from sluice.kafka.reader import KafkaDataSource, NAME, decode_spec
+from sluice.spark.kafka_source import KafkaDataSource, NAME, decode_spec
 
 bootstrap, topic, schema = sys.argv[1], sys.argv[2], sys.argv[3]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import the reader

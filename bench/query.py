@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka
-from sluice.render import source
+from sluice.storage import source
 
 ORDER = {
     "type": "record",

@@ -43,8 +43,8 @@ import sluice
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from sluice.render.ingest import TRIGGER
-from sluice.render.spark import spark
+from sluice.storage.ingest import TRIGGER
+from sluice.spark.session import spark
 
 # Seconds a side may take before the run is abandoned as broken.
 GIVE_UP_SECONDS = 1800

@@ -39,7 +39,7 @@ from pyspark.sql.streaming import StatefulProcessor
 
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.render.spark import spark
+from sluice.spark.session import spark
 
 SCHEMA = {
     "type": "record",

@@ -160,7 +160,7 @@ def secret_scenario(data_dir: Path, messages: int = 50) -> SecretFindings:
     """Secrets used every way sluice uses them — a registry login by the session and by
     Spark's decoders (continuous and snapshot), SASL by the session's client and a Spark
     task's — then every place a value could show is searched for the values."""
-    from sluice.render.spark import spark, spark_log_path
+    from sluice.spark.session import spark, spark_log_path
 
     found = SecretFindings()
     registry = Registry({"s-value": AVRO, "t-value": AVRO}, login=(REGISTRY_USER, REGISTRY_PASSWORD))
@@ -242,9 +242,9 @@ def _use_secrets(session, kafka, door, registry, found: SecretFindings) -> None:
 
 def _spark_task_login(spark, session, door, found: SecretFindings) -> None:
     """A Spark task reads with the SASL connection's options: the door sees its login."""
-    from sluice.kafka.reader import NAME
+    from sluice.spark.kafka_source import NAME
     from sluice.kafka.retry import RetryPolicy
-    from sluice.render.source import reader_options
+    from sluice.storage.source import reader_options
 
     catalog = session.catalog.current
     desc = replace(catalog.get("t").details, connection=catalog.get("sasl").id)

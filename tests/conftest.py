@@ -48,7 +48,7 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def spark():
     """The one local Spark session of the test run (sluice's own, started once)."""
-    from sluice.render.spark import spark as shared_spark
+    from sluice.spark.session import spark as shared_spark
 
     return shared_spark()
 

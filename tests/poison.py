@@ -228,7 +228,7 @@ def bounded(session: sluice.Session, sql: str, seconds: float) -> list:
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        from sluice.render.spark import spark
+        from sluice.spark.session import spark
 
         spark().sparkContext.cancelAllJobs()
         raise TimeoutError(f"{sql} ran longer than {seconds:g}s")

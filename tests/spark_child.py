@@ -12,7 +12,7 @@ import tempfile
 
 import sluice
 from sluice.errors import SqlError
-from sluice.render.spark import spark, spark_log_path
+from sluice.spark.session import spark, spark_log_path
 
 conf = [tuple(pair.split("=", 1)) for pair in os.environ.get("SLUICE_TEST_CONF", "").split(";") if pair]
 with tempfile.TemporaryDirectory() as data, sluice.Session(data, spark_conf=conf, spark_ui=True) as session:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.render.spark import _cores
+from sluice.spark.session import _cores
 
 CLUSTER_SLT = Path(__file__).with_name("cluster.slt")
 

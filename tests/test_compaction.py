@@ -21,9 +21,9 @@ from sluice.catalog.formats import Text
 from sluice.catalog.items import SOURCE, Item, SourceDesc
 from sluice import Session
 from sluice.kafka.embedded import produce
-from sluice.render import store as store_module
-from sluice.render.compaction import compact, compact_after, remove_replaced
-from sluice.storage import disk
+from sluice.storage import store as store_module
+from sluice.storage.compaction import compact, compact_after, remove_replaced
+from sluice.storage.location import disk
 from tests.compaction_model import ModelStore, random_batches, shown
 from tests.store_faults import killed_and_reopened
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 import sluice
 from sluice.catalog.secrets import connection_options
 from sluice.kafka.client import connection_config
-from sluice.kafka.reader import Options
-from sluice.render.source import reader_options
+from sluice.spark.kafka_source import Options
+from sluice.storage.source import reader_options
 from tests.registry import Registry
 
 

@@ -27,7 +27,7 @@ from sluice.kafka.decode import (
 )
 from sluice.kafka.embedded import produce
 from sluice.kafka.encode import avro_datum
-from sluice.kafka.reader import Options, decode_spec, read_range
+from sluice.spark.kafka_source import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
 from tests import poison
 from tests.registry import Registry

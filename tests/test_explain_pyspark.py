@@ -14,8 +14,8 @@ import pytest
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.render.executor import snapshot_read
-from sluice.render.store import KINDS, Store, StoredCollection
-from sluice.storage import disk, local
+from sluice.storage.store import KINDS, Store, StoredCollection
+from sluice.storage.location import disk, local
 from tests.test_ingest import failure, rows
 
 
@@ -56,7 +56,7 @@ def explained(session, sql: str) -> str:
 
 def run(session, text: str, **given) -> dict:
     """Runs `text` with `ranges` as a snapshot now reads them, and the variables `given`."""
-    from sluice.render.spark import spark
+    from sluice.spark.session import spark
 
     catalog = session.catalog.current
     ranges = {}
@@ -144,7 +144,7 @@ def test_a_sink_over_a_view_of_a_table(session) -> None:
     evaluates: its relation's query through the envelope's encoding."""
     from sluice.plan import sink_query
     from sluice.render.executor import run_snapshot
-    from sluice.render.sink import envelope_of
+    from sluice.storage.sink.job import envelope_of
 
     session.execute_script("""
         CREATE TABLE t (id int, name text, doc jsonb);

@@ -28,10 +28,10 @@ from sluice.kafka.client import OffsetsRegressed, regression, transient, waterma
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from sluice.kafka.reader import KafkaStreamReader, Options, read_range
+from sluice.spark.kafka_source import KafkaStreamReader, Options, read_range
 from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
-from sluice.render.failures import WORKER_LATE, failure_reason
+from sluice.spark.failures import WORKER_LATE, failure_reason
 from tests.recreated_topic import (
     Recreatable,
     create_source,

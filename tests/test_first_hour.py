@@ -24,7 +24,7 @@ import pexpect
 import pytest
 
 from sluice.cli.display import pager_command
-from sluice.render.spark import task_progress
+from sluice.spark.session import task_progress
 from tests.test_repl import ANSI, PROMPT_STARTED, Terminal, environment, spawn_repl
 
 # Switching to the terminal's alternate screen (xterm's and the older form), which a pager

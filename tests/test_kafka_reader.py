@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sluice.kafka.embedded import produce
 from sluice.catalog.formats import Json
 from sluice.catalog.types import JSONB, Column
-from sluice.kafka.reader import (
+from sluice.spark.kafka_source import (
     NAME,
     TASK_MESSAGES,
     KafkaReadError,

@@ -1,11 +1,13 @@
 """The package layering rules, checked on the source text.
 
-Only `syntax/` imports lark; only `render/` (and the Kafka reader) import pyspark; nothing
+Only `syntax/` imports lark; only `spark/`, `storage/` and `render/` import pyspark; nothing
 a parse touches imports Spark, and `import sluice; sluice.parse(...)` leaves pyspark
-unloaded. Imports run one way, down the stages — syntax → plan → lower → render, with
-`catalog` and `errors` below them, the session over them, the wire protocol (`pgwire`) over it and `cli` on top — and no
-module's imports come back to it. `render` reads plans (the data of `plan/plans.py`) but
-never plans or parses; `cli` talks to the session and the public `sluice` API.
+unloaded. Imports run one way, down the stages — syntax → plan → lower, then Spark itself
+(`spark`), what lives for the session (`storage`) and one statement's work (`render`), with
+`catalog` and `errors` below them, the session over them, the wire protocol (`pgwire`) over
+it and `cli` on top — and no module's imports come back to it. `render` reads plans (the
+data of `plan/plans.py`) but never plans or parses; `cli` talks to the session and the
+public `sluice` API.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sluice"
-PYSPARK_ALLOWED = ("render/", "kafka/reader")
+PYSPARK_ALLOWED = ("spark/", "storage/", "render/")
 # Each part of sluice (a package, or a module of the top level) and its floor: a part
 # imports only parts on floors below its own.
 FLOORS = {
@@ -26,17 +28,16 @@ FLOORS = {
     "catalog": 1,
     "syntax": 1,
     "kafka": 2,
-    "storage": 2,
-    "tables": 3,
-    "orphans": 3,
     "plan": 2,
     "lower": 3,
-    "render": 4,
-    "session": 5,
-    "__init__": 6,  # the public API: `import sluice`
-    "pgwire": 7,  # `sluice serve`'s protocol, over the session
-    "cli": 8,
-    "__main__": 9,  # `python -m sluice`
+    "spark": 4,  # the Spark session, its settings, the renderer's calls, the Kafka data source
+    "storage": 5,  # the session's long-running jobs and their data, under one Controller
+    "render": 6,  # one statement's work
+    "session": 7,
+    "__init__": 8,  # the public API: `import sluice`
+    "pgwire": 9,  # `sluice serve`'s protocol, over the session
+    "cli": 10,
+    "__main__": 11,  # `python -m sluice`
 }
 # Modules below their package's floor: the message codecs (bytes ↔ values, and the retry
 # policy a registry look-up follows), which import nothing of sluice but each other, so the

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import sluice
 from sluice.catalog.formats import Csv, Json
 from sluice.catalog.types import Column, SqlType
-from sluice.render.pyspark_code import (
+from sluice.spark.pyspark_code import (
     Expr,
     F,
     _parts,
@@ -22,7 +22,7 @@ from sluice.render.pyspark_code import (
     recording,
     wrapped,
 )
-from sluice.render.sink import RowBytes
+from sluice.storage.sink.job import RowBytes
 
 scalars = st.one_of(
     st.text(), st.binary(), st.integers(), st.booleans(), st.none(),

@@ -18,7 +18,7 @@ import sluice
 from sluice.catalog.formats import Json
 from sluice.catalog.types import BIGINT, BOOLEAN, DOUBLE, TEXT, Column
 from sluice.kafka.embedded import produce
-from sluice.render.sink import encoded
+from sluice.storage.sink.job import encoded
 from tests.registry import Registry
 from tests.sinks import read_committed, upserted
 

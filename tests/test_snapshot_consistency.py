@@ -17,7 +17,7 @@ import pytest
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.render import query as query_module
-from sluice.render.store import Store
+from sluice.storage.store import Store
 from tests.moving_topic import KEYS, Producer, paused, until_a_commit
 
 QUERIES = 2

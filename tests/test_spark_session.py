@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from sluice.render.failures import WORKER_LATE
+from sluice.spark.failures import WORKER_LATE
 
 SRC = str(Path(__file__).parents[1] / "src")
 ROOT = str(Path(__file__).parents[1])

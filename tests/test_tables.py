@@ -6,7 +6,7 @@ import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
-from sluice.storage import disk
+from sluice.storage.location import disk
 
 
 @pytest.fixture

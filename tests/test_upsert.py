@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.render.source import UPSERT_NULL_KEY
+from sluice.storage.source import UPSERT_NULL_KEY
 
 BAD = b"{bad"
 BAD_TEXT = (

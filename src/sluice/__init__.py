@@ -9,7 +9,7 @@ the text with secrets' values hidden (`redact_secrets`), the dialect's `KEYWORDS
 import importlib
 
 # Each name's module: imported on first use, so that what imports one part of the package
-# (a Spark worker reading Kafka imports `sluice.kafka.reader`) does not import the rest.
+# (a Spark worker reading Kafka imports `sluice.spark.kafka_source`) does not import the rest.
 _HOMES = {
     "KEYWORDS": "sluice.syntax.keywords",
     "FeatureNotSupported": "sluice.errors",

@@ -39,7 +39,7 @@ from sluice.errors import (
     user_errors,
 )
 from sluice.kafka.registry import SchemaRegistry
-from sluice.orphans import set_aside
+from sluice.storage.orphans import set_aside
 from sluice.plan import (
     CreatePlan,
     DropPlan,
@@ -63,12 +63,12 @@ from sluice.plan import (
 from sluice.plan.facts import RegistrySchema
 from sluice.plan.introspect import ExplainWriter
 from sluice.plan.names import resolve
-from sluice.render.settings import SparkSettings, configure, current_log
-from sluice.render.settings import running as spark_running
-from sluice.render.settings import starting as spark_starting
+from sluice.spark.settings import SparkSettings, configure, current_log
+from sluice.spark.settings import running as spark_running
+from sluice.spark.settings import starting as spark_starting
 from sluice.syntax import ast, parse, parse_one
-from sluice.storage import data_location, default_data_uri, discard_data_uri
-from sluice.tables import TableStore
+from sluice.storage.location import data_location, default_data_uri, discard_data_uri
+from sluice.storage.tables import TableStore
 from sluice.values import value_text
 
 
@@ -146,7 +146,7 @@ class Session:
 
     def _start_sink(self, sink) -> None:
         from sluice.render.executor import start_sink
-        from sluice.render.sink import Sinks
+        from sluice.storage.sink.job import Sinks
 
         if self._sinks is None:
             self._sinks = Sinks(self.data)
@@ -180,7 +180,7 @@ class Session:
     def _streams(self):
         with self._making_streams:  # statements of several threads (`sluice serve`) make one
             if self._live is None:
-                from sluice.render.ingest import Streams  # Spark only when data is needed
+                from sluice.storage.ingest import Streams  # Spark only when data is needed
 
                 self._live = Streams(self.data)
             return self._live
@@ -188,7 +188,7 @@ class Session:
     @user_errors
     def start_spark(self) -> Any:
         """The process's Spark session, started with this session's settings if needed."""
-        from sluice.render.spark import spark  # importing pyspark takes seconds
+        from sluice.spark.session import spark  # importing pyspark takes seconds
 
         return spark()
 
@@ -196,14 +196,14 @@ class Session:
         """Put the Spark jobs the calling thread starts from now on into job group `group`,
         which `cancel_job_group` cancels (a front end's Ctrl-C); nothing before Spark runs."""
         if spark_running():
-            from sluice.render.spark import join_job_group
+            from sluice.spark.session import join_job_group
 
             join_job_group(group, description)
 
     def cancel_job_group(self, group: str) -> None:
         """Cancel the running Spark jobs of job group `group` (see `join_job_group`)."""
         if spark_running():
-            from sluice.render.spark import cancel_job_group
+            from sluice.spark.session import cancel_job_group
 
             cancel_job_group(group)
 
@@ -215,7 +215,7 @@ class Session:
         """The address of Spark's web UI, when Spark runs with it (`spark_ui=True`)."""
         if not spark_running():
             return None
-        from sluice.render.spark import ui_url
+        from sluice.spark.session import ui_url
 
         return ui_url()
 
@@ -224,7 +224,7 @@ class Session:
         callable from any thread while another runs a statement."""
         if not spark_running():
             return Progress(spark_starting=spark_starting())
-        from sluice.render.spark import task_progress
+        from sluice.spark.session import task_progress
 
         live = self._live
         catch_up = live.progress() if live is not None else ()

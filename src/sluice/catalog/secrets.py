@@ -7,7 +7,7 @@ options a Spark reader is given), never while planning.
 
 CREATE SECRET writes the value before the catalog names it, and DROP SECRET removes it
 after, so a crash in between leaves a file no item names; opening the directory sets such
-files aside (`sluice.orphans`), as it does those an older catalog put back does not name.
+files aside (`sluice.storage.orphans`), as it does those an older catalog put back does not name.
 """
 
 from __future__ import annotations

@@ -31,21 +31,21 @@ from sluice.errors import (
     collection_error,
 )
 from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
-from sluice.kafka.reader import DEFAULT_RETRY
+from sluice.spark.kafka_source import DEFAULT_RETRY
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
-from sluice.render.dead_letter_sink import new_dead_letters
-from sluice.render.failures import WORKER_LATE, retried, worker_late
-from sluice.render.ingest import Streams
+from sluice.storage.sink.dead_letter import new_dead_letters
+from sluice.spark.failures import WORKER_LATE, retried, worker_late
+from sluice.storage.ingest import Streams
 from sluice.render.query import QueryRenderer
-from sluice.render.sink import Changes, Progress, SinkEnvelope, Sinks, SinkState
-from sluice.render.source import SourceRead, client_config, retry_policy
-from sluice.render.spark import spark
-from sluice.render.store import Store
+from sluice.storage.sink.job import Changes, Progress, SinkEnvelope, Sinks, SinkState
+from sluice.storage.source import SourceRead, client_config, retry_policy
+from sluice.spark.session import spark
+from sluice.storage.store import Store
 from sluice.render.subscribe import Subscription
 from sluice.render.writes import execute_write
-from sluice.tables import TableStore
+from sluice.storage.tables import TableStore
 
 
 # Seconds a statement waits for continuously ingested sources to reach the offsets that

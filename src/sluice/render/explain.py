@@ -25,8 +25,8 @@ from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
-from sluice.render.dead_letter_sink import dead_letter_messages
-from sluice.render.ingest import (
+from sluice.storage.sink.dead_letter import dead_letter_messages
+from sluice.storage.ingest import (
     backlog_read,
     batch_rows,
     ingested_messages,
@@ -35,7 +35,7 @@ from sluice.render.ingest import (
     streaming,
     write_batch,
 )
-from sluice.render.pyspark_code import (
+from sluice.spark.pyspark_code import (
     Expr,
     Frame,
     Recording,
@@ -45,10 +45,10 @@ from sluice.render.pyspark_code import (
     wrapped,
 )
 from sluice.render.query import QueryRenderer, first_errors, relation_view
-from sluice.render.sink import envelope_of
-from sluice.render.source import ERRS_COLUMNS, Collection, SourceRead, render_source
-from sluice.render.store import IDENTITY, StoredCollection, no_standing, stored_standing
-from sluice.tables import TableStore
+from sluice.storage.sink.job import envelope_of
+from sluice.storage.source import ERRS_COLUMNS, Collection, SourceRead, render_source
+from sluice.storage.store import IDENTITY, StoredCollection, no_standing, stored_standing
+from sluice.storage.tables import TableStore
 
 PREAMBLE = (
     "import json",
@@ -82,14 +82,14 @@ SINK_RUNS = (
     "or a table it reads is written;\n"
     "its (identity, payload) pairs are grouped by identity with those delivered (on Spark; on the\n"
     "driver, in Arrow, for at most 1,000 rows) and only the changes are written to the topic\n"
-    '"{topic}", in one Kafka transaction with a progress record (sluice.render.sink.SinkJob).'
+    '"{topic}", in one Kafka transaction with a progress record (sluice.storage.sink.job.SinkJob).'
 )
 DEAD_LETTER_SINK_RUNS = (
     'The sink "{name}" runs this at its start and again whenever its source commits, reading only the\n'
     "commits past the offsets its last progress record delivered and their rows past those offsets;\n"
     "the driver writes each pair as the bad message's key, value and headers with Kafka Connect's context\n"
     '"__connect.errors.*" headers, to the topic "{topic}", in one Kafka transaction with a progress\n'
-    "record (sluice.render.dead_letter_sink)."
+    "record (sluice.storage.sink.dead_letter)."
 )
 
 

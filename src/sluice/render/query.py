@@ -28,11 +28,11 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
-from sluice.render.pyspark_code import F, fail_if
-from sluice.render.source import Collection, SourceRead, render_source
-from sluice.render.store import Store
+from sluice.spark.pyspark_code import F, fail_if
+from sluice.storage.source import Collection, SourceRead, render_source
+from sluice.storage.store import Store
 from sluice.render.types import stored_table_frame, wall_clock_frame
-from sluice.tables import TableStore
+from sluice.storage.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
 _GUARD = "sluice guard failed: run "

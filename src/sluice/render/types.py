@@ -12,8 +12,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sluice.catalog.types import Column, SqlType
 from sluice.errors import FeatureNotSupported
-from sluice.render.pyspark_code import F
-from sluice.tables import rows_of
+from sluice.spark.pyspark_code import F
+from sluice.storage.tables import rows_of
 
 _SCALARS = {
     "integer": T.IntegerType(),

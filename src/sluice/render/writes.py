@@ -17,7 +17,7 @@ from sluice.errors import NotNullViolation
 from sluice.plan.plans import WritePlan
 from sluice.render.query import QueryRenderer
 from sluice.render.types import spark_type
-from sluice.tables import TableStore
+from sluice.storage.tables import TableStore
 
 
 def execute_write(plan: WritePlan, catalog: Catalog, store: TableStore, renderer: QueryRenderer) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sluice.catalog.items import Item
 from sluice.catalog.types import Column, SqlType
-from sluice.storage import Location
+from sluice.storage.location import Location
 
 
 class TableStore:

@@ -122,9 +122,9 @@ from sluice.kafka.registry import SchemaRegistry
 from sluice.kafka.retry import RetryPolicy
 from sluice.kafka.progress import PROGRESS_CONFIG, PROGRESS_TOPIC, Progress, check_config, last_record
 from sluice.kafka.topics import create_topic, list_topics, topic_config
-from sluice.render.failures import failure_reason
-from sluice.render.pyspark_code import F, SchemaIds, recorded
-from sluice.storage import Location
+from sluice.spark.failures import failure_reason
+from sluice.spark.pyspark_code import F, SchemaIds, recorded
+from sluice.storage.location import Location
 
 # How often an idle sink looks for changes in what its relation reads.
 POLL_SECONDS = 0.2

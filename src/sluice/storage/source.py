@@ -26,9 +26,9 @@ from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
 from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST, SOURCE_ERROR
 from sluice.kafka.client import connection_config
-from sluice.kafka.reader import LOST_RANGE, NAME, decode_spec
+from sluice.spark.kafka_source import LOST_RANGE, NAME, decode_spec
 from sluice.kafka.retry import RetryPolicy
-from sluice.render.pyspark_code import F, Window
+from sluice.spark.pyspark_code import F, Window
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
 FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"

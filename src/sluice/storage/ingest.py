@@ -64,14 +64,14 @@ from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
 from sluice.errors import QueryCanceled, SourceFailed
 from sluice.kafka.client import OffsetsRegressed, regression
-from sluice.kafka.reader import NAME, admitted
+from sluice.spark.kafka_source import NAME, admitted
 from sluice.kafka.retry import SourceUnavailable
-from sluice.render.compaction import Compactor
-from sluice.render.failures import WORKER_LATE, failure_reason, raised_as, retried
-from sluice.render.pyspark_code import F
-from sluice.render.spark import activate
-from sluice.storage import Location
-from sluice.render.source import (
+from sluice.storage.compaction import Compactor
+from sluice.spark.failures import WORKER_LATE, failure_reason, raised_as, retried
+from sluice.spark.pyspark_code import F
+from sluice.spark.session import activate
+from sluice.storage.location import Location
+from sluice.storage.source import (
     SourceRead,
     deletes,
     latest_per_key,
@@ -82,7 +82,7 @@ from sluice.render.source import (
     state_columns,
     with_decode_errors,
 )
-from sluice.render.store import Store, no_standing
+from sluice.storage.store import Store, no_standing
 
 # A stream's trigger: the next micro-batch as soon as the last one ends. An idle stream asks
 # Kafka for new offsets every `spark.sql.streaming.pollingDelay` (`render/spark.py`: 100 ms),

@@ -35,7 +35,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from pyspark.sql.window import Window as _Window
 
 from sluice.errors import SqlError
-from sluice.kafka.reader import Options
+from sluice.spark.kafka_source import Options
 
 _RAW = object()  # the target of a statement of raw lines
 _RETURN = object()  # the target of a function's `return` statement

@@ -27,8 +27,8 @@ import time
 
 from pyspark.sql import SparkSession
 
-from sluice.render.store import IDENTITY, Store, few_retractions, files_of, seal
-from sluice.storage import Location
+from sluice.storage.store import IDENTITY, Store, few_retractions, files_of, seal
+from sluice.storage.location import Location
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
 COMPACT_AFTER = 16

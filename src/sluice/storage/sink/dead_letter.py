@@ -40,10 +40,10 @@ from pyspark.sql import DataFrame
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.render.sink import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
-from sluice.render.pyspark_code import F
-from sluice.render.spark import spark
-from sluice.render.store import Store
+from sluice.storage.sink.job import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
+from sluice.spark.pyspark_code import F
+from sluice.spark.session import spark
+from sluice.storage.store import Store
 
 HEADER_PREFIX = "__connect.errors."
 

@@ -28,8 +28,8 @@ from py4j.protocol import Py4JError
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from sluice.kafka.reader import KafkaDataSource
-from sluice.render.settings import (
+from sluice.spark.kafka_source import KafkaDataSource
+from sluice.spark.settings import (
     SparkSettings,
     begin_start,
     conf_pairs,

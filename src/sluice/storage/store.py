@@ -85,9 +85,9 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 
 from sluice.catalog.items import Item
 from sluice.errors import SOURCE_ERROR, StoreDamaged
-from sluice.render.pyspark_code import F
-from sluice.render.source import ERRS_COLUMNS, Collection
-from sluice.storage import Location, remove_all
+from sluice.spark.pyspark_code import F
+from sluice.storage.source import ERRS_COLUMNS, Collection
+from sluice.storage.location import Location, remove_all
 
 KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen", "state")
 IDENTITY = ["__p", "__o"]

@@ -1,0 +1,1 @@
+"""Kafka sinks: a job per sink writing its relation's changes to a topic, exactly once."""
