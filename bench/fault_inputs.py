@@ -25,8 +25,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sluice  # noqa: E402
-from sluice.storage.store import Store  # noqa: E402
 from tests.hostile_inputs import (  # noqa: E402
     BRACKETED,
     CHAINS,
@@ -42,6 +40,9 @@ from tests.hostile_inputs import (  # noqa: E402
     random_texts,
 )
 from tests.moving_topic import KEYS, Producer, until_a_commit  # noqa: E402
+
+import sluice  # noqa: E402
+from sluice.storage.store import Store  # noqa: E402
 
 
 def _through_the_api(texts: list[str]) -> list[str]:

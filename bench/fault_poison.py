@@ -16,10 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sluice  # noqa: E402
-from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 from tests import poison  # noqa: E402
 from tests.registry import Registry  # noqa: E402
+
+import sluice  # noqa: E402
+from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 
 
 def measure() -> list[tuple[str, object]]:

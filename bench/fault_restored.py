@@ -23,12 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.*
 
+from tests.sinks import read_committed, upserted  # noqa: E402
+from tests.store_faults import data_root  # noqa: E402
+
 import sluice  # noqa: E402
 from sluice.catalog.store import FILE_NAME  # noqa: E402
 from sluice.kafka.embedded import EmbeddedKafka, produce  # noqa: E402
 from sluice.storage.orphans import DATA_FOLDERS, ORPHANED  # noqa: E402
-from tests.sinks import read_committed, upserted  # noqa: E402
-from tests.store_faults import data_root  # noqa: E402
 
 # Each a point a copy of catalog.json may have been taken at (after it).
 STEPS = (

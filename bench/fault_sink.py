@@ -22,9 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.sinks
 
-from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 from tests.sinks import outage_case  # noqa: E402
 from tests.test_dead_letter_sink import killed_mid_transaction  # noqa: E402
+
+from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 
 KILLS = 5
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.store_faults
 
-from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 from tests.store_faults import (  # noqa: E402
     DAMAGES,
     WHILE_RUNNING,
@@ -33,6 +32,8 @@ from tests.store_faults import (  # noqa: E402
     open_session,
     shown,
 )
+
+from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 
 
 def damages(work: Path) -> list[tuple[str, str]]:

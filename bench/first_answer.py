@@ -42,6 +42,7 @@ import json, os, sys, time
 import sluice.storage.ingest as ingest
 import sluice.render.executor as executor
 import sluice.spark.session as spark
+from sluice.storage.controller import Controller
 
 BEGAN = time.monotonic()
 OUT = open(os.environ["TIMINGS"], "a", buffering=1)
@@ -57,12 +58,12 @@ def timed(owner, name, label):
     setattr(owner, name, wrapper)
 
 timed(spark, "_build", "spark session built")
-timed(executor, "live_stores", "statement: ingestion started and caught up")
+timed(Controller, "caught_up", "statement: ingestion started and caught up")
 timed(executor, "run_snapshot", "statement: query run")
 timed(ingest.Ingestion, "start", "ingestion: start (all of it)")
 timed(ingest.Ingestion, "_commit_backlog", "ingestion: backlog committed by batch jobs")
 timed(ingest, "streaming", "ingestion: stream started")
-timed(ingest.Streams, "catch_up", "ingestion: catch-up waited")
+timed(Controller, "_catch_up", "ingestion: catch-up waited")
 from sluice.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """

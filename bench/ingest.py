@@ -33,8 +33,8 @@ from sluice.catalog.formats import AvroInline
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.spark.kafka_source import NAME, decode_spec
-from sluice.storage.ingest import TRIGGER
 from sluice.spark.session import spark
+from sluice.storage.ingest import TRIGGER
 
 SCHEMA = {
     "type": "record",

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 from ingest import SCHEMA, load, messages
-
 from sluice.kafka.embedded import EmbeddedKafka
 
 SLUICE = Path(sys.executable).with_name("sluice")

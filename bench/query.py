@@ -24,10 +24,10 @@ import json
 import struct
 
 import fastavro
-from ingest import decoded, load, timed
 from pyspark.sql import functions as F
 
 import sluice
+from ingest import decoded, load, timed
 from sluice.kafka.embedded import EmbeddedKafka
 from sluice.storage import source
 

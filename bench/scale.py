@@ -37,14 +37,15 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sluice  # noqa: E402
 from bench.ingest import SCHEMA, load, messages, sluice_stream, timed  # noqa: E402
+
+import sluice  # noqa: E402
 from sluice.errors import SourceFailed  # noqa: E402
 from sluice.kafka.embedded import EmbeddedKafka, produce  # noqa: E402
-from sluice.storage.compaction import compact, compact_after  # noqa: E402
 from sluice.spark.session import spark  # noqa: E402
-from sluice.storage.store import Store  # noqa: E402
+from sluice.storage.compaction import compact, compact_after  # noqa: E402
 from sluice.storage.location import disk, local  # noqa: E402
+from sluice.storage.store import Store  # noqa: E402
 
 PER_PARTITION = 80_000
 

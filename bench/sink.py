@@ -36,15 +36,15 @@ from pathlib import Path
 
 import fastavro
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
-from ingest import SCHEMA, avro_reader, load, messages
 from pyspark.sql import functions as F
 
 import sluice
+from ingest import SCHEMA, avro_reader, load, messages
 from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from sluice.storage.ingest import TRIGGER
 from sluice.spark.session import spark
+from sluice.storage.ingest import TRIGGER
 
 # Seconds a side may take before the run is abandoned as broken.
 GIVE_UP_SECONDS = 1800
@@ -151,7 +151,7 @@ def ours(session: sluice.Session, kafka: EmbeddedKafka, name: str, out: str, cou
 
 def step_parts(session: sluice.Session, name: str) -> str:
     """What the last step of sink `name` took, part by part, and the changes it received."""
-    (job,) = [j for j in session._sinks.jobs.values() if j.sink.name == name]
+    (job,) = [j for j in session.controller.sinks.values() if j.sink.name == name]
     parts = ", ".join(f"{part} {seconds:.2f} s" for part, seconds in job.status.seconds.items())
     return f"{parts}; {job.status.received:,} changes to the driver"
 

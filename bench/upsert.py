@@ -32,12 +32,12 @@ import zlib
 from pathlib import Path
 
 import fastavro
-from ingest import avro_reader, seconds_to_read, wait_to_read
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 
 import sluice
+from ingest import avro_reader, seconds_to_read, wait_to_read
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.spark.session import spark
 

@@ -242,8 +242,8 @@ def _use_secrets(session, kafka, door, registry, found: SecretFindings) -> None:
 
 def _spark_task_login(spark, session, door, found: SecretFindings) -> None:
     """A Spark task reads with the SASL connection's options: the door sees its login."""
-    from sluice.spark.kafka_source import NAME
     from sluice.kafka.retry import RetryPolicy
+    from sluice.spark.kafka_source import NAME
     from sluice.storage.source import reader_options
 
     catalog = session.catalog.current

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sluice.storage.store import Store
 from sluice.storage.location import disk, local
+from sluice.storage.store import Store
 
 _ARROW = pa.schema(
     [

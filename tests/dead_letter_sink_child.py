@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from sluice.errors import SourceFailed
-from sluice.storage.sink.job import Delivery
+from sluice.storage.sink.delivery import Delivery
 from tests.test_dead_letter_sink import open_session
 
 data_dir, bootstrap = Path(sys.argv[1]), sys.argv[2]

@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 import sluice
 from sluice.kafka.client import consumer, watermarks
 from sluice.kafka.consume import SinkCommits
-from sluice.storage.sink import job as sink
+from sluice.storage.sink import delivery as sink
 
 
 def read_committed(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice import Session
 from sluice.catalog.formats import Text
 from sluice.catalog.items import SOURCE, Item, SourceDesc
-from sluice import Session
 from sluice.kafka.embedded import produce
 from sluice.storage import store as store_module
 from sluice.storage.compaction import compact, compact_after, remove_replaced
@@ -85,7 +85,7 @@ def test_many_retractions_start_a_compaction_before_many_commits(spark, kafka) -
         assert session.execute("SELECT * FROM v").rows == [("first", keys)]
         produce(kafka.bootstrap, "many", [(b"k%d" % i, b"second") for i in range(keys)], partition=0)
         assert session.execute("SELECT * FROM v").rows == [("second", keys)]
-        store = session._live.running[session.catalog.current.get("many").id].store
+        store = session.controller.running[session.catalog.current.get("many").id].store
         assert len(store.committed()) == 2 and compact_after() > 2
         deadline = time.monotonic() + 60
         while not store.bases() and time.monotonic() < deadline:

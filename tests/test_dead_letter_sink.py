@@ -26,8 +26,8 @@ from sluice.kafka.client import watermarks
 from sluice.kafka.consume import read_committed
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.topics import ControlServer
+from sluice.storage.sink.changes import Change, Message
 from sluice.storage.sink.dead_letter import DeadLetters, context_headers
-from sluice.storage.sink.job import Change, Message
 from tests.sinks import read_all
 from tests.store_faults import ROOT, kill_rounds
 

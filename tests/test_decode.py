@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from sluice.catalog.formats import AvroInline, Csv, Json
 from sluice.kafka.decode import (
+    _CHECKED_JSON,
     JSON_MAX_BYTES,
     AvroDecoder,
-    _CHECKED_JSON,
-    _SerdeScan,
     CsvDecoder,
     JsonDecoder,
+    _SerdeScan,
     describe_bytes,
     parse_schema,
 )

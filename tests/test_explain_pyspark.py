@@ -13,9 +13,11 @@ import pytest
 
 import sluice
 from sluice.kafka.embedded import produce
-from sluice.render.executor import snapshot_read
-from sluice.storage.store import KINDS, Store, StoredCollection
 from sluice.storage.location import disk, local
+from sluice.storage.records import KINDS
+from sluice.storage.source import snapshot_read
+from sluice.storage.store import Store
+from sluice.storage.stored import StoredCollection
 from tests.test_ingest import failure, rows
 
 
@@ -144,7 +146,7 @@ def test_a_sink_over_a_view_of_a_table(session) -> None:
     evaluates: its relation's query through the envelope's encoding."""
     from sluice.plan import sink_query
     from sluice.render.executor import run_snapshot
-    from sluice.storage.sink.job import envelope_of
+    from sluice.storage.sink.envelopes import envelope_of
 
     session.execute_script("""
         CREATE TABLE t (id int, name text, doc jsonb);
@@ -195,7 +197,7 @@ def ingest(session, ran: dict, source: str, folder: Path) -> None:
     """The program's ingestion of `source` started afresh in `folder` (the session's
     stopped: it holds the query's name), stopped once it has read what the topic holds."""
     item = session.catalog.current.get(source)
-    session._live.running.pop(item.id).stop()
+    session.controller.running.pop(item.id).stop()
     ran["stores"] = {source: str(folder)}
     ingestion = ran[f"{source}_ingest"]()
     try:

@@ -73,7 +73,7 @@ class Pipeline:
         assert session.execute("SELECT sum(n) FROM mv").rows == [(messages,)]
 
     def ingestion(self):
-        return self.session._live.running[self.session.catalog.current.get("src").id]
+        return self.session.controller.running[self.session.catalog.current.get("src").id]
 
     def committed(self) -> int:
         """The source's committed offset of partition 0 (its next offset)."""
@@ -151,7 +151,7 @@ def test_an_idle_stream_sleeps_between_polls_rather_than_waiting_on_the_wall_clo
         )
         produce(kafka.bootstrap, "t", [(None, b"a")])
         assert session.execute("SELECT n FROM mv").rows == [(1,)]
-        execution = session._live.running[session.catalog.current.get("src").id].query._jsq.streamingQuery()
+        execution = session.controller.running[session.catalog.current.get("src").id].query._jsq.streamingQuery()
         trigger = execution.triggerExecutor()
         assert trigger.getClass().getSimpleName() == "ProcessingTimeExecutor"
         assert trigger.processingTimeTrigger().intervalMs() == 0

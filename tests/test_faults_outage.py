@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import sluice
+from sluice.kafka import retry
 from sluice.kafka.client import OffsetsRegressed, regression, transient, watermarks
 from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from sluice.spark.kafka_source import KafkaStreamReader, Options, read_range
-from sluice.kafka import retry
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
 from sluice.spark.failures import WORKER_LATE, failure_reason
+from sluice.spark.kafka_source import KafkaStreamReader, Options, read_range
 from tests.recreated_topic import (
     Recreatable,
     create_source,
@@ -75,7 +75,7 @@ def test_a_20s_outage_under_a_materialized_view_only_delays_it(broker) -> None:
     session.execute("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, count(DISTINCT text) AS d FROM src")
     produce(kafka.bootstrap, "t", numbered(0, 1000))
     assert session.execute("SELECT n, d FROM mv").rows == [(1000, 1000)]
-    ingestion = session._live.running[session.catalog.current.get("src").id]
+    ingestion = session.controller.running[session.catalog.current.get("src").id]
     run = ingestion.query.runId
     kafka.set_broker_down(1)
     time.sleep(20)

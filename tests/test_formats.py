@@ -7,7 +7,6 @@ formats as SQL text) open with the same meaning or are refused, untouched."""
 from __future__ import annotations
 
 import dataclasses
-
 import datetime
 import json
 import shutil
@@ -20,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sluice
+from sluice.catalog import types as t
 from sluice.catalog.avro import avro_columns, schema_of
 from sluice.catalog.formats import FORMATS, AvroRegistry, Bytes, Json, Text, format_of
 from sluice.catalog.store import FILE_NAME, VERSION
-from sluice.catalog import types as t
 from sluice.catalog.types import Column, SqlType, list_of, record
 from sluice.errors import CatalogCorrupt
 from sluice.kafka.decode import AvroDecoder, JsonDecoder

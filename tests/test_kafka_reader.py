@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sluice.kafka.embedded import produce
 from sluice.catalog.formats import Json
 from sluice.catalog.types import JSONB, Column
+from sluice.kafka.embedded import produce
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 from sluice.spark.kafka_source import (
     NAME,
     TASK_MESSAGES,
@@ -24,7 +25,6 @@ from sluice.spark.kafka_source import (
     tasks,
     watermarks,
 )
-from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 
 
 def batch(spark, kafka, topic: str, ranges) -> list:

@@ -33,6 +33,7 @@ FLOORS = {
     "spark": 4,  # the Spark session, its settings, the renderer's calls, the Kafka data source
     "storage": 5,  # the session's long-running jobs and their data, under one Controller
     "render": 6,  # one statement's work
+    "lookups": 6,  # what a statement needs from Kafka and registries before it is planned
     "session": 7,
     "__init__": 8,  # the public API: `import sluice`
     "pgwire": 9,  # `sluice serve`'s protocol, over the session

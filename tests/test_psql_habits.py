@@ -17,9 +17,9 @@ from sluice.cli.display import Display, csv_text, expanded_text
 from sluice.cli.progress import ProgressLine, progress_text
 from sluice.cli.table import cells, format_table
 from sluice.errors import SqlError
+from sluice.session import Progress, Session
 from sluice.spark.settings import SparkSettings, conf_pairs, read_conf_file
 from sluice.spark.settings import running as spark_running
-from sluice.session import Progress, Session
 
 
 @dataclass

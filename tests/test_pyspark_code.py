@@ -22,7 +22,7 @@ from sluice.spark.pyspark_code import (
     recording,
     wrapped,
 )
-from sluice.storage.sink.job import RowBytes
+from sluice.storage.sink.encode import RowBytes
 
 scalars = st.one_of(
     st.text(), st.binary(), st.integers(), st.booleans(), st.none(),

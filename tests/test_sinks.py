@@ -18,7 +18,7 @@ import sluice
 from sluice.catalog.formats import Json
 from sluice.catalog.types import BIGINT, BOOLEAN, DOUBLE, TEXT, Column
 from sluice.kafka.embedded import produce
-from sluice.storage.sink.job import encoded
+from sluice.storage.sink.encode import encoded
 from tests.registry import Registry
 from tests.sinks import read_committed, upserted
 
@@ -214,7 +214,7 @@ def a_small_change_brings_only_the_change(session, kafka) -> None:
         """.format(rows=", ".join(f"({a}, 'row {a}')" for a in range(1, 3001)))
     )
     session.drain_sinks(DRAIN_SECONDS)
-    (job,) = session._sinks.jobs.values()
+    (job,) = session.controller.sinks.values()
     assert (job.status.state, job.status.rows, job.status.received) == ("running", 3000, 3000)
     # What each step from here brings to the driver: the sink's own poll may find the
     # change before the step the drain asks for, which then finds nothing.
@@ -287,7 +287,7 @@ def test_a_state_an_older_sluice_kept_in_one_arrow_file_is_read(spark, kafka, tm
     with opened() as session:
         session.execute("UPDATE t SET b = 'z' WHERE a = 1")
         session.drain_sinks(DRAIN_SECONDS)
-        (job,) = session._sinks.jobs.values()
+        (job,) = session.controller.sinks.values()
         assert (job.status.state, job.status.rows) == ("running", 3)
     messages = read_committed(kafka.bootstrap, "out")
     assert messages[2:] == [(b'{"a":1}', b'{"a":1,"b":"z"}')]

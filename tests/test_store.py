@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from sluice.errors import StoreDamaged
-from sluice.storage.store import Store
 from sluice.storage.location import disk, local
+from sluice.storage.store import Store
 
 FILE_DAMAGES = ["file emptied", "file deleted", "byte flipped", "batch folder deleted"]
 RECORD_DAMAGES = ["record truncated", "record deleted"]

@@ -191,7 +191,7 @@ def test_statistics_count_every_message_of_every_source(session) -> None:
         (name, 0, 0, 0, None, "not ingested", None) for name in ("s", "n")
     ]
     assert time.monotonic() - began < 0.5
-    assert session._live is None or not session._live.running
+    assert not session.controller.running
     assert not (session.data_dir / "streams").exists()
     session.execute("CREATE MATERIALIZED VIEW both_ AS SELECT key FROM s UNION ALL SELECT key FROM n")
     # A read of a continuously ingested source waits for its commits (upsert: `a` ends in

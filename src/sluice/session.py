@@ -18,10 +18,7 @@ ends print as warnings.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,24 +26,17 @@ from typing import Any
 
 from sluice.catalog import items as kinds
 from sluice.catalog.lock import DataDirectoryLock
-from sluice.catalog.secrets import SecretStore, connection_options, registry_login
+from sluice.catalog.secrets import SecretStore
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import (
-    ExternalSystemError,
-    FeatureNotSupported,
-    UndefinedObject,
-    WrongObjectType,
-    user_errors,
-)
-from sluice.kafka.registry import SchemaRegistry
-from sluice.storage.orphans import set_aside
+from sluice.errors import FeatureNotSupported, WrongObjectType, user_errors
+from sluice.lookups import facts, validate
 from sluice.plan import (
     CreatePlan,
     DropPlan,
     Facts,
     NoticePlan,
-    Plan,
     PhysicalPlan,
+    Plan,
     PysparkPlan,
     QueryPlan,
     RowsPlan,
@@ -57,18 +47,17 @@ from sluice.plan import (
     ValidatePlan,
     WritePlan,
     plan,
-    registry_subjects,
     sink_query,
 )
-from sluice.plan.facts import RegistrySchema
 from sluice.plan.introspect import ExplainWriter
 from sluice.plan.names import resolve
 from sluice.spark.settings import SparkSettings, configure, current_log
 from sluice.spark.settings import running as spark_running
 from sluice.spark.settings import starting as spark_starting
+from sluice.storage.controller import Controller
+from sluice.storage.location import data_location, default_data_uri
+from sluice.storage.orphans import set_aside
 from sluice.syntax import ast, parse, parse_one
-from sluice.storage.location import data_location, default_data_uri, discard_data_uri
-from sluice.storage.tables import TableStore
 from sluice.values import value_text
 
 
@@ -135,55 +124,30 @@ class Session:
         except BaseException:
             self._lock.release()
             raise
-        self.tables = TableStore(self.data)
-        self._live = None  # the continuous ingestions (render.ingest.Streams), once needed
-        self._making_streams = threading.Lock()
-        self._sinks = None  # the running sinks (render.sink.Sinks), once there are any
+        # Every long-running job of the data directory, and where its data lives.
+        self.controller = Controller(self.data)
+        self.tables = self.controller.tables
         if check_kafka:  # the data directory's sinks run while its session lives
             for item in self.catalog.current:
                 if item.kind == kinds.SINK:
                     self._start_sink(item)
 
     def _start_sink(self, sink) -> None:
-        from sluice.render.executor import start_sink
-        from sluice.storage.sink.job import Sinks
+        from sluice.render.executor import start_sink  # Spark only when data is needed
 
-        if self._sinks is None:
-            self._sinks = Sinks(self.data)
         current = self.catalog.current
-        start_sink(self._sinks, self._streams(), current, self.tables, sink, sink_query(sink, current))
-
-    def _sink_status(self, sink_id: str) -> tuple:
-        """(status, rows written, last offset, error) of a sink: its job's, or, when this
-        session does not run it, `stopped` and what its last run committed."""
-        status = None if self._sinks is None else self._sinks.status(sink_id)
-        if status is not None:
-            return (status.state, status.rows, status.offset, status.error)
-        try:
-            committed = json.loads((self.data / "sinks" / sink_id / "progress.json").read_text())
-        except (OSError, ValueError):
-            committed = {}
-        return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
+        start_sink(self.controller, current, sink, sink_query(sink, current))
 
     @user_errors
     def drain_sinks(self, timeout: float) -> list[tuple[str, str, str | None]]:
         """Wait (up to `timeout` seconds) until every running sink has delivered what its
         relation holds now, or is stalled on its error (a failed one retries meanwhile);
         (name, status, error) of each sink that is not `running` then."""
-        if self._sinks is None:
-            return []
-        self._sinks.drain(timeout)
-        sinks = [self.catalog.current.by_id(i) for i in self._sinks.jobs]
-        statuses = [(sink.name, self._sink_status(sink.id)) for sink in sinks]
+        statuses = [
+            (self.catalog.current.by_id(i).name, self.controller.sink_status(i))
+            for i in self.controller.drain_sinks(timeout)
+        ]
         return [(name, status[0], status[3]) for name, status in statuses if status[0] != "running"]
-
-    def _streams(self):
-        with self._making_streams:  # statements of several threads (`sluice serve`) make one
-            if self._live is None:
-                from sluice.storage.ingest import Streams  # Spark only when data is needed
-
-                self._live = Streams(self.data)
-            return self._live
 
     @user_errors
     def start_spark(self) -> Any:
@@ -226,21 +190,12 @@ class Session:
             return Progress(spark_starting=spark_starting())
         from sluice.spark.session import task_progress
 
-        live = self._live
-        catch_up = live.progress() if live is not None else ()
-        return Progress(catch_up, task_progress(job_group))
+        return Progress(self.controller.progress(), task_progress(job_group))
 
     def close(self) -> None:
-        if self._sinks is not None:
-            self._sinks.close()
-            self._sinks = None
-        if self._live is not None:
-            self._live.close()
-            self._live = None
+        self.controller.close(discard=self._temporary is not None)
         self._lock.release()
         if self._temporary is not None:
-            with contextlib.suppress(Exception):  # best effort: the process may be ending
-                discard_data_uri(self.data)
             self._temporary.cleanup()
             self._temporary = None
 
@@ -335,87 +290,98 @@ class Session:
 
     @user_errors
     def apply(self, planned: Plan, statement: ast.Statement) -> Result:
-        """Carry out a plan made by `plan` from the current catalog."""
+        """Carry out a plan made by `plan` from the current catalog: by the method of its
+        type (`_APPLY`)."""
+        method = _APPLY.get(type(planned))
+        if method is None:
+            raise FeatureNotSupported(
+                f"executing {planned.status} is not implemented yet",
+                span=statement.span,
+                detail="the statement was planned successfully",
+            )
+        return method(self, planned, statement)
+
+    def _create(self, planned: CreatePlan, statement: ast.Statement) -> Result:
+        self.catalog.commit(self.catalog.current.with_items(planned.items))
+        views = [i.id for i in planned.items if i.kind == kinds.MATERIALIZED_VIEW]
+        if views and self.check_kafka:
+            # A materialized view runs from its creation: its sources ingest continuously.
+            updated = self.catalog.current
+            self.controller.ingest(updated, updated.upstream_sources(views))
+        for sink in (i for i in planned.items if i.kind == kinds.SINK and self.check_kafka):
+            self._start_sink(sink)  # a sink runs from its creation, on a thread of its own
+        return Result(planned.status)
+
+    def _validate(self, planned: ValidatePlan, statement: ast.Statement) -> Result:
+        if self.check_kafka:
+            validate(planned.connection, self.catalog.current)
+        return self.apply(planned.then, statement) if planned.then else Result(planned.status)
+
+    def _secret(self, planned: SecretPlan, statement: ast.Statement) -> Result:
         current = self.catalog.current
-        if isinstance(planned, CreatePlan):
-            self.catalog.commit(current.with_items(planned.items))
-            views = [i.id for i in planned.items if i.kind == kinds.MATERIALIZED_VIEW]
-            if views and self.check_kafka:
-                from sluice.render.executor import start_ingestion
+        if planned.item is not None:  # its id is given out before its file names it
+            self.catalog.reserve(current.with_items([planned.item]).next_id)
+        self.secrets.write(planned.secret_id, planned.value)
+        if planned.item is not None:
+            try:
+                self.catalog.commit(current.with_items([planned.item]))
+            except BaseException:
+                self.secrets.remove([planned.secret_id])
+                raise
+        return Result(planned.status)
 
-                # A materialized view runs from its creation: its sources ingest continuously.
-                updated = self.catalog.current
-                start_ingestion(self._streams(), updated, updated.upstream_sources(views))
-            for sink in (i for i in planned.items if i.kind == kinds.SINK and self.check_kafka):
-                self._start_sink(sink)  # a sink runs from its creation, on a thread of its own
-            return Result(planned.status)
-        if isinstance(planned, ValidatePlan):
-            if self.check_kafka:
-                self._validate(planned.connection)
-            return self.apply(planned.then, statement) if planned.then else Result(planned.status)
-        if isinstance(planned, SecretPlan):
-            if planned.item is not None:  # its id is given out before its file names it
-                self.catalog.reserve(current.with_items([planned.item]).next_id)
-            self.secrets.write(planned.secret_id, planned.value)
-            if planned.item is not None:
-                try:
-                    self.catalog.commit(current.with_items([planned.item]))
-                except BaseException:
-                    self.secrets.remove([planned.secret_id])
-                    raise
-            return Result(planned.status)
-        if isinstance(planned, DropPlan):
-            self.catalog.commit(current.without(planned.ids))
-            self.secrets.remove(i for i in planned.ids if current.by_id(i).kind == kinds.SECRET)
-            if self._sinks is not None:  # before what they read stops
-                for item_id in planned.ids:
-                    self._sinks.drop(item_id)
-            for item_id in planned.ids:
-                self.tables.drop(current.by_id(item_id))
-                if self._live is not None:
-                    self._live.drop(item_id)
-                with contextlib.suppress(OSError):
-                    (self.data / "streams" / item_id).remove()
-            return Result(planned.status)
-        if isinstance(planned, NoticePlan):
-            return Result(planned.status, notice=planned.notice)
-        if isinstance(planned, RowsPlan):
-            return Result(planned.status, planned.columns, list(planned.rows))
-        if isinstance(planned, SinkStatusPlan):
-            rows = [row + self._sink_status(i) for row, i in zip(planned.rows, planned.sink_ids, strict=True)]
-            return Result(planned.status, planned.columns, rows)
-        if isinstance(planned, QueryPlan):
-            return self._select(planned)
-        if isinstance(planned, PysparkPlan):
-            from sluice.render.explain import pyspark_program  # pyspark's modules; no Spark
+    def _drop(self, planned: DropPlan, statement: ast.Statement) -> Result:
+        current = self.catalog.current
+        self.catalog.commit(current.without(planned.ids))
+        dropped = [current.by_id(i) for i in planned.ids]
+        self.secrets.remove(item.id for item in dropped if item.kind == kinds.SECRET)
+        self.controller.drop(dropped)
+        return Result(planned.status)
 
-            ingested = {p.name for p in (self.data / "streams").children()}
-            if self._live is not None:
-                ingested |= set(self._live.running)
-            lines = pyspark_program(planned, self.tables, frozenset(ingested))
-            return Result(planned.status, ("plan",), [(line,) for line in lines])
-        if isinstance(planned, PhysicalPlan):
-            from sluice.render.executor import live_stores, physical_plan  # Spark only when needed
+    def _notice(self, planned: NoticePlan, statement: ast.Statement) -> Result:
+        return Result(planned.status, notice=planned.notice)
 
-            stores = live_stores(self._streams(), current, [r.item_id for r in planned.query.reads])
-            lines = physical_plan(planned.query, current, self.tables, stores)
-            return Result(planned.status, ("Physical Plan",), [(line,) for line in lines])
-        if isinstance(planned, StatisticsPlan):
-            rows = [self._statistics(current.by_id(i)) for i in planned.source_ids]
-            return Result(planned.status, planned.columns, rows)
-        if isinstance(planned, SubscribePlan):
-            # As a statement, SUBSCRIBE shows the current contents; `subscribe` streams on.
-            changes = self._subscription(planned)
-            return Result(planned.status, changes.columns, changes.snapshot())
-        if isinstance(planned, WritePlan):
-            from sluice.render.executor import run_write  # Spark only when data is needed
+    def _rows(self, planned: RowsPlan, statement: ast.Statement) -> Result:
+        return Result(planned.status, planned.columns, list(planned.rows))
 
-            return Result(run_write(planned, current, self.tables, {}))
-        raise FeatureNotSupported(
-            f"executing {planned.status} is not implemented yet",
-            span=statement.span,
-            detail="the statement was planned successfully",
-        )
+    def _sink_statuses(self, planned: SinkStatusPlan, statement: ast.Statement) -> Result:
+        statuses = [self.controller.sink_status(i) for i in planned.sink_ids]
+        rows = [row + status for row, status in zip(planned.rows, statuses, strict=True)]
+        return Result(planned.status, planned.columns, rows)
+
+    def _select(self, planned: QueryPlan, statement: ast.Statement) -> Result:
+        """A snapshot: every source read up to the offsets current when the query starts."""
+        from sluice.render.executor import select  # Spark only when data is needed
+
+        columns, rows = select(planned, self.catalog.current, self.controller)
+        return Result("SELECT", columns, rows)
+
+    def _pyspark(self, planned: PysparkPlan, statement: ast.Statement) -> Result:
+        from sluice.render.explain import pyspark_program  # pyspark's modules; no Spark
+
+        lines = pyspark_program(planned, self.tables, self.controller.ingested_sources())
+        return Result(planned.status, ("plan",), [(line,) for line in lines])
+
+    def _physical(self, planned: PhysicalPlan, statement: ast.Statement) -> Result:
+        from sluice.render.executor import explain_physical  # Spark only when needed
+
+        lines = explain_physical(planned.query, self.catalog.current, self.controller)
+        return Result(planned.status, ("Physical Plan",), [(line,) for line in lines])
+
+    def _statistics(self, planned: StatisticsPlan, statement: ast.Statement) -> Result:
+        current = self.catalog.current
+        rows = [self.controller.statistics(current.by_id(i)) for i in planned.source_ids]
+        return Result(planned.status, planned.columns, rows)
+
+    def _subscribe(self, planned: SubscribePlan, statement: ast.Statement) -> Result:
+        # As a statement, SUBSCRIBE shows the current contents; `subscribe` streams on.
+        changes = self._subscription(planned)
+        return Result(planned.status, changes.columns, changes.snapshot())
+
+    def _write(self, planned: WritePlan, statement: ast.Statement) -> Result:
+        from sluice.render.executor import run_write  # Spark only when data is needed
+
+        return Result(run_write(planned, self.catalog.current, self.tables, {}))
 
     @user_errors
     def subscribe(self, sql: str):
@@ -458,101 +424,35 @@ class Session:
         item = resolve(self.catalog.current, _object_name(name))
         if item.kind != kinds.SOURCE:
             return None
-        running = self._live is not None and item.id in self._live.running
-        return running or (self.data / "streams" / item.id).exists()
-
-    def _statistics(self, source) -> tuple:
-        """SHOW SOURCE STATISTICS' row of `source`, which neither waits nor starts anything:
-        a source never ingested continuously has zero counters, read without Spark."""
-        running = self._live is not None and (source.id in self._live.running or source.id in self._live.starting)
-        if not running and not (self.data / "streams" / source.id).exists():
-            return (source.name, 0, 0, 0, None, "not ingested", None)
-        from sluice.render.executor import source_statistics  # its store's records
-
-        return source_statistics(self._streams(), source)
+        return self.controller.ever_ingested(item.id)
 
     def _subscription(self, planned: SubscribePlan):
-        from sluice.render.executor import subscription  # Spark only when data is needed
+        from sluice.render.executor import (
+            subscription,  # Spark only when data is needed
+        )
 
-        return subscription(planned.query, self.catalog.current, self.tables, self._streams())
-
-    def _select(self, planned: QueryPlan) -> Result:
-        """A snapshot: every source read up to the offsets current when the query starts."""
-        from sluice.render.executor import live_stores, run_snapshot  # Spark only when needed
-
-        current = self.catalog.current
-        stores = live_stores(self._streams(), current, [r.item_id for r in planned.reads])
-        columns, rows = run_snapshot(planned, current, self.tables, stores)
-        return Result("SELECT", columns, rows)
+        return subscription(planned.query, self.catalog.current, self.controller)
 
     def _facts(self, statement: ast.Statement) -> Facts:
-        topic_lows = self._check_topic(statement) if self.check_kafka else ()
-        schemas = {}
-        for connection_name, subject, span in registry_subjects(statement):
-            item = self.catalog.current.get(connection_name)
-            if item is None or item.kind != kinds.CONNECTION:
-                continue  # the planner reports the bad reference
-            if item.details.connection_type != kinds.SCHEMA_REGISTRY:
-                continue
-            login = registry_login(item.details, self.catalog.current)
-            registry = SchemaRegistry(item.details.url, *(login or ()))
-            try:
-                schema_id, schema = registry.latest(subject)
-            except ExternalSystemError as e:
-                e.span = e.span or span
-                raise
-            schemas[(connection_name, subject)] = RegistrySchema(schema_id, schema)
-        return Facts(schemas, topic_lows)
+        return facts(statement, self.catalog.current, self.check_kafka)
 
 
-    def _validate(self, connection) -> None:
-        """Reach a connection's brokers or schema registry as Materialize validates a
-        connection; what failed, in Materialize's words, is an `ExternalSystemError`."""
-        if connection.details.connection_type != kinds.KAFKA:
-            login = registry_login(connection.details, self.catalog.current)
-            SchemaRegistry(connection.details.url, *(login or ())).validate()
-            return
-        from sluice.kafka.client import KafkaReadError, connection_config, validate_connection
-
-        options = connection_options(connection.details, self.catalog.current)
-        try:
-            validate_connection(",".join(connection.details.brokers), connection_config(options.all()))
-        except KafkaReadError as e:
-            raise ExternalSystemError(str(e)) from None
-
-    def _check_topic(self, statement: ast.Statement) -> tuple[tuple[int, int], ...]:
-        """A source's topic must exist when the source is created: its partitions' low
-        watermarks."""
-        if isinstance(statement, ast.Explain):
-            statement = statement.statement
-        if not isinstance(statement, ast.CreateSource):
-            return ()
-        topic = next((o.value for o in statement.kafka_options if o.name == "TOPIC"), None)
-        connection = self.catalog.current.get(statement.connection.name)
-        if topic is None or connection is None or connection.kind != kinds.CONNECTION:
-            return ()  # the planner reports these
-        if connection.details.connection_type != kinds.KAFKA:
-            return ()
-        from sluice.kafka.client import KafkaReadError, TopicMissing, connection_config, watermarks
-
-        brokers = ",".join(connection.details.brokers)
-        config = connection_config(connection_options(connection.details, self.catalog.current).all())
-        try:
-            marks = watermarks(brokers, topic.value, config)
-        except TopicMissing:
-            raise UndefinedObject(
-                "Topic does not exist",
-                span=topic.span,
-                detail=f"topic '{topic.value}' is not on connection {connection.name} ({brokers})",
-                hint=f"create it: \\produce {topic.value} --create in the REPL, or"
-                f" sluice kafka create-topic {topic.value} --broker {brokers}",
-            ) from None
-        except KafkaReadError as e:
-            raise ExternalSystemError(
-                f"cannot read topic '{topic.value}' from connection {connection.name}: {e}",
-                span=statement.connection.span,
-            ) from None
-        return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))
+# How `Session.apply` carries out each type of plan.
+_APPLY = {
+    CreatePlan: Session._create,
+    ValidatePlan: Session._validate,
+    SecretPlan: Session._secret,
+    DropPlan: Session._drop,
+    NoticePlan: Session._notice,
+    RowsPlan: Session._rows,
+    SinkStatusPlan: Session._sink_statuses,
+    QueryPlan: Session._select,
+    PysparkPlan: Session._pyspark,
+    PhysicalPlan: Session._physical,
+    StatisticsPlan: Session._statistics,
+    SubscribePlan: Session._subscribe,
+    WritePlan: Session._write,
+}
 
 
 def _object_name(text: str) -> ast.ObjectName:

@@ -39,10 +39,10 @@ import sys
 from contextlib import contextmanager
 
 from sluice import dump, parse, parse_statement, split_statements
-from sluice.cli.display import Display
-from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.broker import CONNECTION_NAME, connect, open_broker, version
+from sluice.cli.display import Display
 from sluice.cli.kafka import BROKER_VARIABLE, add_kafka_commands, kafka_argv
+from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.errors import SqlError, UndefinedObject, as_sql_error, format_error
 from sluice.session import Session
 

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sluice import KEYWORDS, find_unterminated, parse_statement, redact_secrets, split_statements
+from sluice.cli import repl_kafka
+from sluice.cli.broker import CONNECTION_NAME, connect, embedded_broker, version
 from sluice.cli.display import EXPANDED_CHOICES, Display, page
 from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.table import format_table
-from sluice.cli import repl_kafka
-from sluice.cli.broker import CONNECTION_NAME, connect, embedded_broker, version
 from sluice.errors import ExternalSystemError, SqlError, as_sql_error, format_error
 from sluice.session import Session
 from sluice.values import value_text

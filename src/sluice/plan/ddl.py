@@ -24,7 +24,6 @@ from sluice.plan.queries import plan_query
 from sluice.plan.timelines import single_timeline
 from sluice.syntax import ast
 
-
 # Type names as written → Materialize's names; anything else is not a type.
 _TYPE_NAMES = {
     **dict.fromkeys(["int", "int4", "integer"], "integer"),

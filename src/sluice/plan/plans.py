@@ -178,6 +178,7 @@ Plan = (
     | QueryPlan
     | StatisticsPlan
     | PhysicalPlan
+    | PysparkPlan
     | SinkStatusPlan
     | SubscribePlan
     | WritePlan

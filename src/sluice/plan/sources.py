@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from sluice.catalog import items as kinds
+from sluice.catalog.formats import Format, format_of
 from sluice.catalog.items import (
     DEFAULT_RETRY_DELAY_MAX_MS,
     DEFAULT_RETRY_TIMEOUT_MS,
@@ -19,7 +20,6 @@ from sluice.catalog.items import (
     SourceDesc,
 )
 from sluice.catalog.store import Catalog
-from sluice.catalog.formats import Format, format_of
 from sluice.catalog.timeline import EPOCH_MS, EXTERNAL, USER, Timeline
 from sluice.catalog.types import (
     BIGINT,

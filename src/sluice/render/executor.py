@@ -1,15 +1,14 @@
 """The executor: runs a plan on Spark — snapshot SELECT (each source read up to its offsets
-when the query starts), table writes, subscriptions, sinks, source statistics and
-continuous ingestion."""
+when the query starts, continuously ingested ones from their stores once the storage
+controller has them caught up), EXPLAIN PHYSICAL PLAN, table writes, subscriptions, and
+the evaluation of a sink's relation, which the controller runs."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -20,7 +19,6 @@ from pyspark.sql.types import VariantVal
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
-from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
 from sluice.errors import (
     ExternalSystemUnavailable,
@@ -30,115 +28,31 @@ from sluice.errors import (
     SqlError,
     collection_error,
 )
-from sluice.kafka.client import KafkaReadError, offsets_for_timestamp, watermarks
-from sluice.spark.kafka_source import DEFAULT_RETRY
+from sluice.kafka.progress import Progress
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, reason_of
 from sluice.lower import spark_error
 from sluice.plan.plans import QueryPlan, WritePlan
-from sluice.storage.sink.dead_letter import new_dead_letters
-from sluice.spark.failures import WORKER_LATE, retried, worker_late
-from sluice.storage.ingest import Streams
 from sluice.render.query import QueryRenderer
-from sluice.storage.sink.job import Changes, Progress, SinkEnvelope, Sinks, SinkState
-from sluice.storage.source import SourceRead, client_config, retry_policy
-from sluice.spark.session import spark
-from sluice.storage.store import Store
 from sluice.render.subscribe import Subscription
 from sluice.render.writes import execute_write
+from sluice.spark.failures import WORKER_LATE, retried, worker_late
+from sluice.spark.kafka_source import DEFAULT_RETRY
+from sluice.spark.session import spark
+from sluice.storage.controller import Controller
+from sluice.storage.sink.changes import Changes
+from sluice.storage.sink.envelope import SinkEnvelope
+from sluice.storage.sink.state import SinkState
+from sluice.storage.source import retry_policy, snapshot_read
+from sluice.storage.store import Store
 from sluice.storage.tables import TableStore
 
 
-# Seconds a statement waits for continuously ingested sources to reach the offsets that
-# were current when it started (SLUICE_CATCH_UP_TIMEOUT overrides).
-CATCH_UP_TIMEOUT = 120.0
-
-
-def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
-    """The offset ranges a snapshot of the source reads: from the source's start (START
-    OFFSET / TIMESTAMP, else where its topic began when it was created) to the high
-    watermarks now. A start that retention has since deleted stays: the reader reports it.
-    Transient faults are waited out up to the source's RETRY TIMEOUT."""
-    item = catalog.by_id(item_id)
-    desc = item.details
-    connection = catalog.by_id(desc.connection).details
-    brokers = ",".join(connection.brokers)
-    try:
-        config = client_config(desc, connection_options(connection, catalog).all())
-        retry = retry_policy(item)
-        marks = watermarks(brokers, desc.topic, config, retry)
-        starts = dict(desc.retained_from)
-        if desc.start_timestamp is not None:
-            at = desc.start_timestamp
-            if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
-                at += int(time.time() * 1000)
-            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks, retry)
-        starts.update(enumerate(desc.start_offsets))
-    except KafkaReadError as e:
-        raise SourceFailed(item.name, str(e)) from None
-    except SourceUnavailable as e:
-        raise SourceFailed(item.name, e.reason) from None
-    ranges = []
-    for partition, (_, high) in marks.items():
-        start = starts.get(partition, 0)
-        ranges.append((partition, start, max(start, high)))
-    return SourceRead(
-        tuple(ranges),
-        tuple((partition, low) for partition, (low, _) in marks.items()),
-        tuple((partition, high) for partition, (_, high) in marks.items()),
-    )
-
-
-def start_ingestion(streams: Streams, catalog: Catalog, source_ids) -> None:
-    session = spark()
-    for source_id in source_ids:
-        streams.ensure(session, catalog, source_id, lambda s=source_id: snapshot_read(catalog, s))
-
-
-def live_stores(
-    streams: Streams, catalog: Catalog, item_ids, also: frozenset = frozenset()
-) -> dict[str, Store]:
-    """The stores of the continuously ingested sources the items read (plus `also`), each
-    caught up with its topic's offsets as they are now: read-your-writes."""
-    continuous = catalog.continuous_sources() | also
-    wanted = [
-        s for s in catalog.upstream_sources(item_ids) if s in continuous or streams.ingested(s)
-    ]
-    start_ingestion(streams, catalog, wanted)
-    timeout = float(os.environ.get("SLUICE_CATCH_UP_TIMEOUT", CATCH_UP_TIMEOUT))
-    for source_id in wanted:
-        streams.check(source_id)  # a failed source fails the statement at once
-        read = snapshot_read(catalog, source_id)
-        streams.catch_up(source_id, read, timeout)
-        streams.running[source_id].ensure_schema()
-    return {s: streams.store(s) for s in wanted}
-
-
-def source_statistics(streams: Streams, item: Item) -> tuple:
-    """The source's counters as its store has committed them now, then its status:
-    `running` (or `starting`, while its stream commits its backlog), `failed` with the
-    reason, or `not ingested` when this session does not ingest it continuously (the
-    counters are then those its last ingestion committed). Nothing waits, nothing starts."""
-    ingestion = streams.running.get(item.id)
-    store = streams.store(item.id)
-    status, reason = "not ingested", None
-    if ingestion is not None:
-        failure = ingestion.failed()
-        status, reason = ("running", None) if failure is None else ("failed", failure.reason)
-    elif item.id in streams.starting:
-        status = "starting"
-    elif (failed := store.failure()) is not None:
-        status, reason = "failed", failed
-    totals = store.totals()
-    last = totals.last_error_ms
-    last_error = None if last is None else datetime.fromtimestamp(last / 1000, timezone.utc).replace(tzinfo=None)
-    return (item.name, totals.messages, totals.errors, totals.dead_lettered, last_error, status, reason)
-
-
-def subscription(plan: QueryPlan, catalog: Catalog, tables: TableStore, streams: Streams) -> Subscription:
+def subscription(plan: QueryPlan, catalog: Catalog, controller: Controller) -> Subscription:
     """A SUBSCRIBE: every source the query reads is ingested continuously, so each of its
     micro-batches is a point where the query's result may change."""
+    tables = controller.tables
     item_ids = [r.item_id for r in plan.reads]
-    stores = live_stores(streams, catalog, item_ids, frozenset(catalog.upstream_sources(item_ids)))
+    stores = controller.caught_up(catalog, item_ids, frozenset(catalog.upstream_sources(item_ids)))
     table_paths = [tables.path(catalog.by_id(t)) for t in catalog.upstream_sources(item_ids, kinds.TABLE)]
 
     def version():
@@ -162,27 +76,26 @@ def renderer(catalog: Catalog, tables: TableStore, stores: dict[str, Store]) -> 
     )
 
 
-def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableStore, sink: Item, plan: QueryPlan) -> None:
-    """Run the sink `sink` over its relation's query `plan`: every source the relation
-    reads is ingested continuously, so each of its micro-batches (and each write of a
-    table it reads) is a point where the sink's relation may change."""
+def start_sink(controller: Controller, catalog: Catalog, sink: Item, plan: QueryPlan) -> None:
+    """Have the controller run the sink `sink` over its relation's query `plan`: every
+    source the relation reads is ingested continuously, so each of its micro-batches (and
+    each write of a table it reads) is a point where the sink's relation may change."""
+    tables = controller.tables
     item_ids = [r.item_id for r in plan.reads]
     sources = catalog.upstream_sources(item_ids)
     table_paths = [tables.path(catalog.by_id(t)) for t in catalog.upstream_sources(item_ids, kinds.TABLE)]
 
     def version():
         return (
-            tuple(streams.store(s).committed()[-1:] for s in sources),
+            tuple(controller.store(s).committed()[-1:] for s in sources),
             tuple(p.version() for p in table_paths),
         )
 
-    relation = catalog.by_id(sink.details.source)
-
     def evaluate(envelope: SinkEnvelope, state: SinkState, progress: Progress) -> Changes:
-        stores = live_stores(streams, catalog, item_ids, frozenset(sources))
-        if relation.kind == kinds.DEAD_LETTER_TABLE:
-            source = catalog.by_id(relation.details.source)
-            return new_dead_letters(stores[source.id], source, envelope, state, progress)
+        stores = controller.caught_up(catalog, item_ids, frozenset(sources))
+        stored = envelope.stored_changes(stores, state, progress)
+        if stored is not None:
+            return stored
         queries = renderer(catalog, tables, stores)
         with _reported(plan, catalog, queries):
             frame, guards, width = queries.prepare(plan, lambda frame: list(envelope.shape(frame)))
@@ -194,7 +107,19 @@ def start_sink(sinks: Sinks, streams: Streams, catalog: Catalog, tables: TableSt
                 raise error
             return changes
 
-    sinks.start(sink, catalog, evaluate, version)
+    controller.start_sink(sink, catalog, evaluate, version)
+
+
+def select(plan: QueryPlan, catalog: Catalog, controller: Controller) -> tuple[tuple[str, ...], list[tuple]]:
+    """A SELECT: its columns and rows, continuously ingested sources caught up first."""
+    stores = controller.caught_up(catalog, [r.item_id for r in plan.reads])
+    return run_snapshot(plan, catalog, controller.tables, stores)
+
+
+def explain_physical(plan: QueryPlan, catalog: Catalog, controller: Controller) -> list[str]:
+    """EXPLAIN PHYSICAL PLAN of a SELECT (`physical_plan`), its sources caught up first."""
+    stores = controller.caught_up(catalog, [r.item_id for r in plan.reads])
+    return physical_plan(plan, catalog, controller.tables, stores)
 
 
 def run_snapshot(

@@ -25,16 +25,7 @@ from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
-from sluice.storage.sink.dead_letter import dead_letter_messages
-from sluice.storage.ingest import (
-    backlog_read,
-    batch_rows,
-    ingested_messages,
-    max_batch_messages,
-    stream_read,
-    streaming,
-    write_batch,
-)
+from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.spark.pyspark_code import (
     Expr,
     Frame,
@@ -44,10 +35,24 @@ from sluice.spark.pyspark_code import (
     recording,
     wrapped,
 )
-from sluice.render.query import QueryRenderer, first_errors, relation_view
-from sluice.storage.sink.job import envelope_of
+from sluice.storage.ingest import (
+    backlog_read,
+    batch_rows,
+    ingested_messages,
+    max_batch_messages,
+    stream_read,
+    streaming,
+    write_batch,
+)
+from sluice.storage.sink.dead_letter import dead_letter_messages
+from sluice.storage.sink.envelopes import envelope_of
 from sluice.storage.source import ERRS_COLUMNS, Collection, SourceRead, render_source
-from sluice.storage.store import IDENTITY, StoredCollection, no_standing, stored_standing
+from sluice.storage.stored import (
+    IDENTITY,
+    StoredCollection,
+    no_standing,
+    stored_standing,
+)
 from sluice.storage.tables import TableStore
 
 PREAMBLE = (

@@ -28,10 +28,10 @@ from sluice.catalog.types import Column
 from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
+from sluice.render.types import stored_table_frame, wall_clock_frame
 from sluice.spark.pyspark_code import F, fail_if
 from sluice.storage.source import Collection, SourceRead, render_source
 from sluice.storage.store import Store
-from sluice.render.types import stored_table_frame, wall_clock_frame
 from sluice.storage.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.

@@ -45,13 +45,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-from sluice.catalog import codec
-from sluice.catalog.formats import FormatDesc
-from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
-from sluice.kafka import client
-from sluice.kafka.client import KafkaReadError, OffsetsRegressed, TopicWatermarks, regressed, regression
-from sluice.kafka.retry import RetryPolicy
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -70,6 +63,19 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from sluice.catalog import codec
+from sluice.catalog.formats import FormatDesc
+from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
+from sluice.kafka import client
+from sluice.kafka.client import (
+    KafkaReadError,
+    OffsetsRegressed,
+    TopicWatermarks,
+    regressed,
+    regression,
+)
+from sluice.kafka.retry import RetryPolicy
 
 NAME = "sluice_kafka"
 

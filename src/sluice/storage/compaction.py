@@ -1,7 +1,22 @@
 """Compaction of a continuously ingested source's committed batches into a base, in the
 background of its ingestion, so that a read lists, checks and anti-joins a base and a few
-commits rather than every micro-batch since the source was created (the base's layout,
-and how reads and repairs use it, are in `store`'s docstring).
+commits rather than every micro-batch since the source was created (how reads and
+repairs use a base is in `store`'s docstring).
+
+Compaction keeps a read's cost flat however many commits there are:
+it writes commits 0 to k as one base, keyed by k — the rows, errors and state still standing
+(for an upsert source, what the retractions of those commits leave), every dead-letter
+and `log` row (the dead-letter table and the tolerance count read them all) — and
+publishes it as a commit is published: files fsynced and listed with bytes, rows and
+CRC-32, moved into place, then its record `compacted/<k>.json`, which holds commit k's
+offsets (from where commit 0 began) and totals. A read, and a check, then starts from the
+newest base and goes on with commits k+1, k+2, …; a base is damaged as a commit is, and
+its damage is the damage of commit 0 (everything is read again from Kafka, or every read
+fails naming it). Retractions in later commits may still retract a base's rows: base
+rows keep their `(__p, __o)`. The commits a base replaces (their files and records, but
+commit k's record, which still gives the totals and the committed offsets) and older
+bases are removed only while no read is using the store (`reading`): a read started
+before the base was published may still list them.
 
 A compaction starts once `SLUICE_COMPACT_AFTER` commits (16 unless set; 0: never) have
 followed the base or, while the stream is live (its last micro-batch read all there was:
@@ -27,8 +42,10 @@ import time
 
 from pyspark.sql import SparkSession
 
-from sluice.storage.store import IDENTITY, Store, few_retractions, files_of, seal
 from sluice.storage.location import Location
+from sluice.storage.records import files_of, seal
+from sluice.storage.store import Store, few_retractions
+from sluice.storage.stored import IDENTITY
 
 # Commits after the base that start a compaction (SLUICE_COMPACT_AFTER overrides).
 COMPACT_AFTER = 16

@@ -29,10 +29,10 @@ backlog has it ~2 s sooner (measured on two cores: 1 M upsert messages committed
 4.4–6.2 s against 6.6–8.5 s, 20 k in 3.2 s against 4.9 s), and the stream starts when
 nobody waits for it.
 
-`Streams` owns a session's ingestions: it starts them, waits for them to catch up with the
-offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
+The storage `Controller` owns a session's ingestions: it starts them, waits for them to
+catch up with the offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
 outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
-error; its supervisor then shows the source failed, with the reason, and restarts the
+error; the controller's supervisor then shows the source failed, with the reason, and restarts the
 stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
 source's RETRY DELAY MAX) until a restarted stream gets through a trigger. Offsets gone
 backwards (a partition's high watermark below what the source committed: its topic
@@ -62,15 +62,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import QueryCanceled, SourceFailed
+from sluice.errors import SourceFailed
 from sluice.kafka.client import OffsetsRegressed, regression
-from sluice.spark.kafka_source import NAME, admitted
 from sluice.kafka.retry import SourceUnavailable
-from sluice.storage.compaction import Compactor
 from sluice.spark.failures import WORKER_LATE, failure_reason, raised_as, retried
+from sluice.spark.kafka_source import NAME, admitted
 from sluice.spark.pyspark_code import F
 from sluice.spark.session import activate
-from sluice.storage.location import Location
+from sluice.storage.compaction import Compactor
 from sluice.storage.source import (
     SourceRead,
     deletes,
@@ -82,7 +81,8 @@ from sluice.storage.source import (
     state_columns,
     with_decode_errors,
 )
-from sluice.storage.store import Store, no_standing
+from sluice.storage.store import Store
+from sluice.storage.stored import no_standing
 
 # A stream's trigger: the next micro-batch as soon as the last one ends. An idle stream asks
 # Kafka for new offsets every `spark.sql.streaming.pollingDelay` (`render/spark.py`: 100 ms),
@@ -99,10 +99,6 @@ TRIGGER = "0 seconds"
 # retracted and entered again: 1 M messages over 100 k keys caught up in 11.3 s as two
 # micro-batches of 500 k and in 6.3 s as one (`bench/upsert.py`, two cores).
 MAX_BATCH_MESSAGES = 2_000_000
-# How often the supervisor looks for failed streams.
-SUPERVISE_SECONDS = 0.5
-# How often a statement waiting for a stream to commit looks whether it has failed.
-CATCH_UP_POLL_SECONDS = 0.1
 
 
 def max_batch_messages() -> int:
@@ -111,7 +107,7 @@ def max_batch_messages() -> int:
 
 def progress(name: str, read: dict[int, int], targets: dict[int, int]) -> tuple[str, int, int]:
     """A source's progress towards `targets` (`{partition: offset}`) having read up to
-    `read`: (its name, offsets read, offsets to read), as `Streams.progress` reports it."""
+    `read`: (its name, offsets read, offsets to read), as `Controller.progress` reports it."""
     return name, sum(min(read.get(p, 0), t) for p, t in targets.items()), sum(targets.values())
 
 
@@ -599,123 +595,3 @@ class Ingestion:
             if self.stopped and self.query is not None:  # stopped while restarting
                 self.query.stop()
                 self.query = None
-
-
-class Streams:
-    """The ingestions of one session, under `<data>/streams` (see `storage`), and their supervisor: a
-    thread restarting failed ones (see `Ingestion.failure`)."""
-
-    def __init__(self, data: Location) -> None:
-        self.root = data / "streams"
-        self.running: dict[str, Ingestion] = {}
-        # Sources a statement waits on: (name, offsets read, offsets to read), for progress.
-        self.catching_up: dict[str, tuple[str, int, int]] = {}
-        # An ingestion being started, until it runs: its backlog may take a while.
-        self.starting: dict[str, Ingestion] = {}
-        self._closing = threading.Event()
-        self._supervisor: threading.Thread | None = None
-        # A statement and a sink's thread may ensure one source at once: one of them
-        # starts its stream, never both (two streams on one checkpoint fail).
-        self._ensuring = threading.Lock()
-
-    def store(self, item_id: str) -> Store:
-        return Store(self.root / item_id)
-
-    def ingested(self, item_id: str) -> bool:
-        return item_id in self.running or self.store(item_id).exists()
-
-    def ensure(self, spark: SparkSession, catalog: Catalog, item_id: str, read) -> Ingestion:
-        """The source's ingestion, started (or resumed from its checkpoint) if it is not
-        running or its store needs repair (see `store`). `read` gives the snapshot read that
-        fixes where the source starts reading its topic."""
-        with self._ensuring:
-            ingestion = self.running.get(item_id)
-            if ingestion is not None and not ingestion.store.sound():
-                self.running.pop(item_id).stop()  # its stream starts again, repairing the store first
-                ingestion = None
-            if ingestion is None:
-                ingestion = Ingestion(catalog.by_id(item_id), self.store(item_id), spark, catalog, read)
-                self.starting[item_id] = ingestion
-                try:
-                    ingestion.launch()
-                finally:
-                    self.starting.pop(item_id)
-                self.running[item_id] = ingestion
-            if self._supervisor is None:
-                supervisor = threading.Thread(target=self._supervise, name="sluice-supervisor", daemon=True)
-                supervisor.start()
-                self._supervisor = supervisor  # published started: `close` may join it
-            return ingestion
-
-    def progress(self) -> tuple[tuple[str, int, int], ...]:
-        """What ingestion is under way: per source, (name, offsets read, offsets to read),
-        of the catch-up a statement waits on, or else of the backlog it is committing."""
-        ingestions = (*tuple(self.starting.values()), *tuple(self.running.values()))
-        backlogs = {i.backlog[0]: i.backlog for i in ingestions if i.backlog is not None}
-        waited = {entry[0]: entry for entry in tuple(self.catching_up.values())}
-        return tuple({**backlogs, **waited}.values())
-
-    def _supervise(self) -> None:
-        while not self._closing.wait(SUPERVISE_SECONDS):
-            for ingestion in list(self.running.values()):
-                ingestion.supervise()
-
-    def check(self, item_id: str) -> None:
-        """Raise `SourceFailed` if the source's ingestion is failed (`Ingestion.failed`)."""
-        failure = self.running[item_id].failed()
-        if failure is not None:
-            raise failure
-
-    def catch_up(self, item_id: str, read: SourceRead, timeout: float) -> None:
-        """Wait until the source's stream has committed every offset `read` reads below its
-        ranges' ends (its high watermarks when it was fixed)."""
-        ingestion = self.running[item_id]
-        deadline = time.monotonic() + timeout
-        try:
-            self._catch_up(ingestion, read, deadline, timeout)
-        finally:
-            self.catching_up.pop(item_id, None)
-
-    def _catch_up(self, ingestion: Ingestion, source_read: SourceRead, deadline: float, timeout: float) -> None:
-        item_id = ingestion.item.id
-        targets = {p: end for p, start, end in source_read.ranges if end > start}
-        while True:
-            self.check(item_id)
-            seen = ingestion.commits
-            read = ingestion.store.committed_offsets()
-            # Committed offsets past the high watermarks are the topic's offsets gone back,
-            # never "caught up" — unless the stream committed them after the statement fixed
-            # its highs: only highs asked after these commits tell the two apart.
-            if regression(read, dict(source_read.highs)) is not None:
-                ingestion.verify_running(dict(ingestion.read().highs), read)
-            behind = {p: t for p, t in targets.items() if t > read.get(p, 0)}
-            if not behind:
-                return
-            self.catching_up[item_id] = progress(ingestion.item.name, read, targets)
-            if time.monotonic() > deadline:
-                raise QueryCanceled(
-                    f'timed out after {timeout:g}s waiting for source "{ingestion.item.name}" '
-                    "to ingest its topic up to the offsets current when the statement started",
-                    detail=", ".join(
-                        f"partition {p}: read {read.get(p, 0)} of {t}" for p, t in sorted(behind.items())
-                    ),
-                )
-            with ingestion.committed:
-                # Woken by a commit after `read`; the timeout still looks for a failed stream.
-                ingestion.committed.wait_for(lambda: ingestion.commits != seen, CATCH_UP_POLL_SECONDS)
-
-    def drop(self, item_id: str) -> None:
-        ingestion = self.running.pop(item_id, None)
-        if ingestion is not None:
-            ingestion.stop()
-        with contextlib.suppress(OSError):
-            (self.root / item_id).remove()
-
-    def close(self) -> None:
-        self._closing.set()
-        # Stopped first: the supervisor may be restarting one, its backlog's jobs cancelled.
-        for ingestion in list(self.running.values()):
-            ingestion.stop()
-        if self._supervisor is not None:
-            self._supervisor.join()
-        self.running.clear()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sluice.catalog.secrets import DIRECTORY as SECRETS
 from sluice.catalog.store import DurableCatalog
-from sluice.storage.location import Location, LocalFiles, local
+from sluice.storage.location import LocalFiles, Location, local
 
 ORPHANED = "orphaned"
 DATA_FOLDERS = ("streams", "sinks", "tables")

@@ -8,12 +8,16 @@ INCLUDE KEY reads its key).
 
 errs rows are `(kind, code, message, partition, offset, timestamp, key, value)`, `message`
 being the full text a query over the source fails with and `code` its SQLSTATE.
+
+What a snapshot of a source reads — its offset ranges, from its start to the high
+watermarks when a statement starts — is fixed here too (`snapshot_read`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,10 +28,21 @@ from sluice.catalog.formats import Format
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
-from sluice.errors import DECODE_ERROR, MISSING_KEY_OR_VALUE, OFFSETS_LOST, SOURCE_ERROR
-from sluice.kafka.client import connection_config
+from sluice.errors import (
+    DECODE_ERROR,
+    MISSING_KEY_OR_VALUE,
+    OFFSETS_LOST,
+    SOURCE_ERROR,
+    SourceFailed,
+)
+from sluice.kafka.client import (
+    KafkaReadError,
+    connection_config,
+    offsets_for_timestamp,
+    watermarks,
+)
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 from sluice.spark.kafka_source import LOST_RANGE, NAME, decode_spec
-from sluice.kafka.retry import RetryPolicy
 from sluice.spark.pyspark_code import F, Window
 
 ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "key", "value")
@@ -440,3 +455,38 @@ def _as_typed(fields: list[SparkColumn], columns) -> list[SparkColumn]:
     """Record fields as their columns: a jsonb column (a Debezium JSON string, which the
     decoder checked is a JSON document) is the string made a variant."""
     return [F.parse_json(f) if c.type.name == "jsonb" else f for f, c in zip(fields, columns, strict=True)]
+
+
+def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
+    """The offset ranges a snapshot of the source reads: from the source's start (START
+    OFFSET / TIMESTAMP, else where its topic began when it was created) to the high
+    watermarks now. A start that retention has since deleted stays: the reader reports it.
+    Transient faults are waited out up to the source's RETRY TIMEOUT."""
+    item = catalog.by_id(item_id)
+    desc = item.details
+    connection = catalog.by_id(desc.connection).details
+    brokers = ",".join(connection.brokers)
+    try:
+        config = client_config(desc, connection_options(connection, catalog).all())
+        retry = retry_policy(item)
+        marks = watermarks(brokers, desc.topic, config, retry)
+        starts = dict(desc.retained_from)
+        if desc.start_timestamp is not None:
+            at = desc.start_timestamp
+            if at < 0:  # relative to now, as Materialize reads a negative START TIMESTAMP
+                at += int(time.time() * 1000)
+            starts = offsets_for_timestamp(brokers, desc.topic, config, at, marks, retry)
+        starts.update(enumerate(desc.start_offsets))
+    except KafkaReadError as e:
+        raise SourceFailed(item.name, str(e)) from None
+    except SourceUnavailable as e:
+        raise SourceFailed(item.name, e.reason) from None
+    ranges = []
+    for partition, (_, high) in marks.items():
+        start = starts.get(partition, 0)
+        ranges.append((partition, start, max(start, high)))
+    return SourceRead(
+        tuple(ranges),
+        tuple((partition, low) for partition, (low, _) in marks.items()),
+        tuple((partition, high) for partition, (_, high) in marks.items()),
+    )

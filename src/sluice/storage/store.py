@@ -53,56 +53,53 @@ When Kafka no longer holds those offsets the store is left as it is, and every r
 source fails with `StoreDamaged` (XX001) naming the commit and the file. Staging folders of
 batches that never committed are removed when a stream starts.
 
-Compaction (`render/compaction`) keeps a read's cost flat however many commits there are:
-it writes commits 0 to k as one base, keyed by k — the rows, errors and state still standing
-(for an upsert source, what the retractions of those commits leave), every dead-letter
-and `log` row (the dead-letter table and the tolerance count read them all) — and
-publishes it as a commit is published: files fsynced and listed with bytes, rows and
-CRC-32, moved into place, then its record `compacted/<k>.json`, which holds commit k's
-offsets (from where commit 0 began) and totals. A read, and a check, then starts from the
-newest base and goes on with commits k+1, k+2, …; a base is damaged as a commit is, and
-its damage is the damage of commit 0 (everything is read again from Kafka, or every read
-fails naming it). Retractions in later commits may still retract a base's rows: base
-rows keep their `(__p, __o)`. The commits a base replaces (their files and records, but
-commit k's record, which still gives the totals and the committed offsets) and older
-bases are removed only while no read is using the store (`reading`): a read started
-before the base was published may still list them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from sluice.catalog.items import Item
-from sluice.errors import SOURCE_ERROR, StoreDamaged
 from sluice.spark.pyspark_code import F
-from sluice.storage.source import ERRS_COLUMNS, Collection
+from sluice.storage.caches import StoreCaches
 from sluice.storage.location import Location, remove_all
-
-KINDS = ("oks", "errs", "retract", "dlq", "log", "skip", "seen", "state")
-IDENTITY = ["__p", "__o"]
-# The columns of an upsert source's `state` files its standing state is read from.
-STATE_SCHEMA = StructType(
-    [StructField("__k", BinaryType()), StructField("__p", IntegerType()), StructField("__o", LongType())]
+from sluice.storage.records import (
+    FILE_FIELDS,
+    KINDS,
+    Damage,
+    Inspection,
+    Offsets,
+    Ranges,
+    Totals,
+    ahead,
+    ends,
+    files_of,
+    last_number,
+    numbered_records,
+    read_past,
+    seal,
 )
-FILE_FIELDS = {"path", "kind", "bytes", "rows", "crc32"}
+from sluice.storage.source import Collection
+from sluice.storage.stored import (
+    IDENTITY,
+    STATE_SCHEMA,
+    StoredCollection,
+    Unretracted,
+    stored_standing,
+    without_places,
+)
+
 # Up to this many retractions are applied as a filter of their places, read on the
 # driver, rather than by a join: a join with them costs a Spark job of its own (their
 # broadcast) in every SELECT and upsert micro-batch.
 FILTERED_RETRACTIONS = 1_000
-
-Offsets = dict[int, int]  # partition → next offset
-Ranges = dict[int, tuple[int, int]]  # partition → [from, to)
 
 READ_AGAIN = (
     "the next statement that reads the source restarts its ingestion, which re-reads the damaged "
@@ -113,63 +110,12 @@ UNRECOVERABLE = (
     "it again to ingest what its topic still holds"
 )
 
-# Records read and files checked, by path, valid while the file's stat is unchanged: a
-# SELECT hashes only what changed since the last one.
-_RECORDS: dict[str, tuple[tuple, dict]] = {}
-_CHECKED: dict[str, tuple] = {}
-
-# The frames of the last reads of stores' commits, by (session, source, files read): a
-# SELECT over commits read before builds none (four Parquet reads and their selects, a
-# third of a small SELECT's time). Frames of files compaction removed are never asked
-# for again: their key names the files.
-_COLLECTIONS: OrderedDict[tuple, Collection] = OrderedDict()
-_COLLECTIONS_KEPT = 32
-_COLLECTIONS_LOCK = threading.Lock()
-
-# Reads in progress per store root, which a compaction's clean-up waits out (see `reading`).
-_READERS: dict[str, int] = {}
-_READERS_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Totals:
-    """A source's counters since ingestion began."""
-
-    messages: int = 0
-    errors: int = 0
-    dead_lettered: int = 0
-    last_error_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class Damage:
-    """The first thing found wrong with a store, in words naming the commit or file."""
-
-    what: str
-
-    def error(self, source: str, **more) -> StoreDamaged:
-        message = f'{SOURCE_ERROR}the stored data of source "{source}" is damaged: {self.what}'
-        return StoreDamaged(message, **more)
-
-
-@dataclass(frozen=True)
-class Inspection:
-    records: list[dict]  # the sound commits, in order
-    damage: Damage | None  # what is wrong with the commit after them
-
-    @property
-    def end(self) -> Offsets:
-        return ends(self.records[-1]) if self.records else {}
-
-
-def ends(record: dict) -> Offsets:
-    """Where a commit ends: `{partition: next offset}`."""
-    return {int(p): to for p, (_, to) in record["offsets"].items()}
-
-
 class Store:
-    def __init__(self, root: Location) -> None:
+    """`caches`: what reads remember across statements (the session's, from its controller)."""
+
+    def __init__(self, root: Location, caches: StoreCaches | None = None) -> None:
         self.root = root
+        self.caches = caches if caches is not None else StoreCaches()
         self.checkpoint = root / "checkpoint"
         self.batches = root / "batches"
         self.commits = root / "commits"
@@ -188,11 +134,11 @@ class Store:
 
     def committed(self) -> list[int]:
         """The numbers of the commit records on disk."""
-        return _numbered_records(self.commits)
+        return numbered_records(self.commits)
 
     def bases(self) -> list[int]:
         """The commit numbers of the base records on disk (see compaction above)."""
-        return _numbered_records(self.compacted)
+        return numbered_records(self.compacted)
 
     def last_commit(self) -> dict | None:
         """The record of the highest-numbered commit, or of a base reaching further (None
@@ -287,13 +233,13 @@ class Store:
         except (OSError, ValueError, IndexError):
             return False
         inspection = self.inspect()
-        return inspection.damage is None and self.checkpoint.exists() and not _ahead(done, inspection.end)
+        return inspection.damage is None and self.checkpoint.exists() and not ahead(done, inspection.end)
 
     def _record(self, number: int, folder: Location) -> dict:
         """The record of commit `number` (of its base, from `compacted/`), checked."""
         path = folder / f"{number}.json"
         _, key = path.stat()
-        cached = _RECORDS.get(path.path)
+        cached = self.caches.records.get(path.path)
         if cached is not None and cached[0] == key:
             return cached[1]
         record = json.loads(path.read_text())
@@ -304,7 +250,7 @@ class Store:
             raise ValueError(f"not the record of commit {number}")
         if not all(FILE_FIELDS <= entry.keys() for entry in record["files"]):
             raise ValueError("a file entry lacks a field")
-        _RECORDS[path.path] = (key, record)
+        self.caches.records[path.path] = (key, record)
         return record
 
     def _fault(self, record: dict, previous: dict | None) -> str | None:
@@ -330,10 +276,10 @@ class Store:
             size, key = path.stat()
             if size != entry["bytes"]:
                 return f'file "{name}" has {size} bytes, not the {entry["bytes"]} written'
-            if _CHECKED.get(path.path) != key:
+            if self.caches.checked.get(path.path) != key:
                 if path.crc32() != entry["crc32"]:
                     return f'file "{name}" does not match its checksum'
-                _CHECKED[path.path] = key
+                self.caches.checked[path.path] = key
         except FileNotFoundError:
             return f'file "{name}" is missing'
         except OSError as e:
@@ -346,8 +292,8 @@ class Store:
         """Where Spark's checkpoint stands: the end offsets of its last committed
         micro-batch, and of a later one it planned and will run again (None: none).
         Raises OSError or ValueError when the checkpoint cannot be read."""
-        done = _last_number(self.checkpoint / "commits")
-        planned = _last_number(self.checkpoint / "offsets")
+        done = last_number(self.checkpoint / "commits")
+        planned = last_number(self.checkpoint / "offsets")
         done_at = None if done is None else self.spark_offsets(done)
         if done is not None and done_at is None:
             raise ValueError(f"no offsets for committed micro-batch {done}")
@@ -389,7 +335,7 @@ class Store:
         except (OSError, ValueError, IndexError):
             done = None
             readable = False
-        damage = inspection.damage or _read_past(done, {**origin, **inspection.end})
+        damage = inspection.damage or read_past(done, {**origin, **inspection.end})
         keep = inspection.records
         if upsert and keep and "__k" not in self._schema_fields():
             damage = Damage("its upsert state is in the layout of an older sluice, which kept it in the checkpoint")
@@ -422,7 +368,7 @@ class Store:
         """Drop every commit and base numbered `keep` or more — records first, the highest
         first, so that a crash leaves a run of commits — and every folder no record lists."""
         for records, folder in ((self.commits, self.batches), (self.compacted, self.compacted)):
-            dropped = [n for n in reversed(_numbered_records(records)) if n >= keep]
+            dropped = [n for n in reversed(numbered_records(records)) if n >= keep]
             for number in dropped:
                 (records / f"{number}.json").remove()
             if dropped:
@@ -507,7 +453,7 @@ class Store:
             self.head = record
         for entry in files:  # hashed just now
             path = self.root / entry["path"]
-            _CHECKED[path.path] = path.stat()[1]
+            self.caches.checked[path.path] = path.stat()[1]
 
     def _head_intact(self) -> bool:
         """Whether the writer's last commit is still on disk as it wrote it."""
@@ -534,12 +480,10 @@ class Store:
             self._end_read(1)
 
     def _begin_read(self) -> None:
-        with _READERS_LOCK:
-            _READERS[str(self.root)] = _READERS.get(str(self.root), 0) + 1
+        self.caches.begin_read(str(self.root))
 
     def _end_read(self, reads: int) -> None:
-        with _READERS_LOCK:
-            _READERS[str(self.root)] -= reads
+        self.caches.end_read(str(self.root), reads)
 
     def release(self) -> None:
         """End the reads `collection` began: their queries have run."""
@@ -548,12 +492,14 @@ class Store:
 
     def remove_unread(self, obsolete: Callable[[], list[Location]]) -> bool:
         """Remove the files `obsolete` names if no read is using the store (they are
-        listed and removed while none can begin); whether it did."""
-        with _READERS_LOCK:
-            if _READERS.get(str(self.root), 0):
-                return False
-            remove_all(obsolete())
-            return True
+        listed and removed while none can begin), and forget them; whether it did."""
+
+        def remove() -> list[str]:
+            locations = obsolete()
+            remove_all(locations)
+            return [str(location) for location in locations]
+
+        return self.caches.remove_unread(str(self.root), remove)
 
     def frame(self, spark: SparkSession, records: list[dict], kind: str, schema: StructType | None = None) -> DataFrame:
         """The files of one kind of `records`, in `schema` (the batch files', by default)."""
@@ -601,22 +547,15 @@ class Store:
         """The source's committed rows, errors and logs; the files stay until `release`."""
         records = self._sound_read(item).records
         key = (spark, item, str(self.root), tuple(f["path"] for r in records for f in r["files"]))
-        with _COLLECTIONS_LOCK:
-            collection = _COLLECTIONS.get(key)
-            if collection is not None:
-                _COLLECTIONS.move_to_end(key)
-                return collection
-        collection = StoredCollection(
-            item,
-            lambda kind: self.frame(spark, records, kind),
-            self.unretracted(records),
-            lambda kind: any(files_of(records, kind)),
+        return self.caches.collection(
+            key,
+            lambda: StoredCollection(
+                item,
+                lambda kind: self.frame(spark, records, kind),
+                self.unretracted(records),
+                lambda kind: any(files_of(records, kind)),
+            ),
         )
-        with _COLLECTIONS_LOCK:
-            _COLLECTIONS[key] = collection
-            while len(_COLLECTIONS) > _COLLECTIONS_KEPT:
-                _COLLECTIONS.popitem(last=False)
-        return collection
 
     def dead_letters_since(self, spark: SparkSession, item: Item, since: Offsets) -> tuple[DataFrame, Offsets]:
         """The dead-letter rows of the commits reaching past `since` (`{partition: next
@@ -632,144 +571,8 @@ class Store:
         return rows.where(new), inspection.end
 
 
-def no_standing(spark: SparkSession) -> DataFrame:
-    """An upsert state with no key: what a source's first micro-batch is set against."""
-    return spark.read.schema(STATE_SCHEMA).parquet()
-
-
-Unretracted = Callable[[DataFrame], DataFrame]  # rows → those no commit retracted
-
-
 def few_retractions(records: list[dict]) -> bool:
     """Whether `records` retract few enough rows for a read to filter them out by place
     (`FILTERED_RETRACTIONS`); read by `Store.unretracted` and by compaction, which makes
     them few again."""
     return sum(f["rows"] for f in files_of(records, "retract")) <= FILTERED_RETRACTIONS
-
-
-def files_of(records: list[dict], kind: str) -> Iterator[dict]:
-    """The files of one kind the commit records list, in order."""
-    return (f for r in records for f in r["files"] if f["kind"] == kind)
-
-
-def stored_standing(frame: Callable[[str], DataFrame], unretracted: Unretracted | None = None) -> DataFrame:
-    """An upsert source's state from its committed files, `frame(kind)` reading those of
-    one kind: the key and place of every `state` row no commit retracted (`unretracted`
-    leaves out the retracted rows; by default, a join with the `retract` rows)."""
-    unretracted = unretracted or anti_joined(frame)
-    return unretracted(frame("state")).select("__k", *IDENTITY)
-
-
-def anti_joined(frame: Callable[[str], DataFrame]) -> Unretracted:
-    """What leaves out retracted rows by joining them with the `retract` rows."""
-    retracted = frame("retract").select(*IDENTITY)
-    return lambda rows: rows.join(retracted, IDENTITY, "left_anti")
-
-
-def without_places(rows: DataFrame, places: dict[int, list[int]]) -> DataFrame:
-    """`rows` but those at `places` (partition → offsets): a filter of literals."""
-    hit = None
-    for partition, offsets in sorted(places.items()):
-        at = (F.col("__p") == partition) & F.col("__o").isin(sorted(offsets))
-        hit = at if hit is None else hit | at
-    return rows if hit is None else rows.where(~F.coalesce(hit, F.lit(False)))
-
-
-class StoredCollection(Collection):
-    """The source's collection from its committed files, `frame(kind)` reading those of
-    one kind: an upsert source's rows and errors are those no later commit retracted
-    (`unretracted`, as for `stored_standing`). Each frame is built when first asked for
-    (a query reads the rows and errors, seldom the log or the dead-letter rows: each
-    frame a SELECT builds costs it ~20 ms); `errorless` when `present`, the kinds that
-    have files, shows no error could stand (no errs files)."""
-
-    def __init__(
-        self,
-        item: Item,
-        frame: Callable[[str], DataFrame],
-        unretracted: Unretracted | None = None,
-        present: Callable[[str], bool] | None = None,
-    ) -> None:
-        self._desc = item.details
-        self._frame = frame
-        self._unretracted = unretracted or (None if self._desc.envelope == "none" else anti_joined(frame))
-        self.errorless = present is not None and not present("errs")
-
-    def _kept(self, kind: str) -> DataFrame:
-        rows = self._frame(kind)
-        return rows if self._unretracted is None else self._unretracted(rows)
-
-    @functools.cached_property
-    def oks(self) -> DataFrame:
-        return self._kept("oks").select("row.*")
-
-    @functools.cached_property
-    def base(self) -> DataFrame:
-        return self.oks
-
-    @functools.cached_property
-    def errs(self) -> DataFrame:
-        return self._kept("errs").select(*_errs_fields())
-
-    @functools.cached_property
-    def dead_letters(self) -> DataFrame:
-        return self._frame("dlq").select("err.*")
-
-    @functools.cached_property
-    def log(self) -> DataFrame:
-        if self._desc.dead_letter_table is not None:
-            return self.dead_letters.select(*ERRS_COLUMNS)
-        return self.errs if self._desc.envelope == "none" else self._frame("log").select(*_errs_fields())
-
-
-def _errs_fields() -> list:
-    return [F.col(f"err.{c}").alias(c) for c in ERRS_COLUMNS]
-
-
-def _read_past(done: Offsets | None, committed: Offsets) -> Damage | None:
-    """A checkpoint that has read past the committed offsets: what lies between was lost."""
-    ahead = _ahead(done, committed)
-    if not ahead:
-        return None
-    return Damage(
-        "its checkpoint has read past its last commit ("
-        + ", ".join(f"partition {p}: offset {at}, committed {c}" for p, (at, c) in sorted(ahead.items()))
-        + ")"
-    )
-
-
-def _ahead(position: Offsets | None, committed: Offsets) -> dict[int, tuple[int, int]]:
-    """The partitions where a checkpoint's position is past the committed offsets."""
-    return {
-        p: (at, committed.get(p, 0)) for p, at in (position or {}).items() if at > committed.get(p, 0)
-    }
-
-
-def _numbered_records(folder: Location) -> list[int]:
-    """The numbers `k` of the records `<k>.json` in `folder`, ascending."""
-    names = (p.name.removesuffix(".json") for p in folder.children("*.json"))
-    return sorted(int(name) for name in names if name.isdigit())
-
-
-def _last_number(folder: Location) -> int | None:
-    return max((int(p.name) for p in folder.children() if p.name.isdigit()), default=None)
-
-
-def seal(directory: Location, prefix: str) -> list[dict]:
-    """Each Parquet file Spark wrote under `directory`, fsynced with its folders, as a
-    record lists it: its path once published under `prefix`, bytes, rows and CRC-32."""
-    files = []
-    for folder in directory.children("__out=*"):
-        for path in folder.children("*.parquet"):
-            files.append(
-                {
-                    "path": f"{prefix}/{folder.name}/{path.name}",
-                    "kind": folder.name.removeprefix("__out="),
-                    "bytes": path.stat()[0],
-                    "rows": path.parquet_rows(),
-                    "crc32": path.crc32(sync=True),
-                }
-            )
-        folder.sync()
-    directory.sync()
-    return files

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from lark.exceptions import UnexpectedCharacters
 from lark.common import LexerConf
+from lark.exceptions import UnexpectedCharacters
 from lark.lexer import Lexer, PatternStr, Token
 from lark.parsers.lalr_analysis import Shift
 

@@ -19,7 +19,7 @@ data, not an exception thrown by a stage), `exception.class.name` and
 `exception.stacktrace` (no exception is thrown). Writing made-up values would mislead the
 tools that group by them.
 
-It plugs into the sink engine (`render/sink.py`) as a `SinkEnvelope`: a row's identity is
+It plugs into the sink engine as a `SinkEnvelope`: a row's identity is
 its message's place (partition, offset). A dead-letter table is append-only and its rows
 carry that place, so a step needs no delivered state: it reads only the commits of the
 source's store past the source offsets the sink's last progress record says it delivered
@@ -37,12 +37,14 @@ from collections.abc import Iterator
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 
-from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.storage.sink.job import Change, Changes, Message, Progress, SinkEnvelope, SinkState, register_envelope
+from sluice.kafka.progress import Progress
 from sluice.spark.pyspark_code import F
 from sluice.spark.session import spark
+from sluice.storage.sink.changes import Change, Changes, Message
+from sluice.storage.sink.envelope import SinkEnvelope
+from sluice.storage.sink.state import SinkState
 from sluice.storage.store import Store
 
 HEADER_PREFIX = "__connect.errors."
@@ -65,9 +67,10 @@ def context_headers(topic: str, partition: int, offset: int, source: str, error:
 class DeadLetters(SinkEnvelope):
     """Rows of a dead-letter table → Kafka Connect DLQ messages."""
 
-    def __init__(self, topic: str, source: str) -> None:
+    def __init__(self, topic: str, source: str, item: Item | None = None) -> None:
         self.topic = topic  # the source's topic
         self.source = source
+        self.item = item  # the source, whose store a step reads
 
     def shape(self, frame: DataFrame) -> tuple[SparkColumn, SparkColumn]:
         identity = F.encode(F.format_string("%d:%d", "partition", "offset"), "UTF-8")
@@ -96,6 +99,10 @@ class DeadLetters(SinkEnvelope):
         context = context_headers(self.topic, row["partition"], row["offset"], self.source, row["error"])
         for _ in range(change.count):
             yield Message(_bytes(row.get("key")), _bytes(row.get("value")), original + context)
+
+    def stored_changes(self, stores: dict[str, Store], state: SinkState, progress: Progress) -> Changes:
+        assert self.item is not None, "a sink's envelope knows its source"
+        return new_dead_letters(stores[self.item.id], self.item, self, state, progress)
 
 
 def new_dead_letters(store: Store, source: Item, envelope: SinkEnvelope, state: SinkState, progress: Progress) -> Changes:
@@ -140,9 +147,7 @@ def _bytes(text: str | None) -> bytes | None:
     return None if text is None else base64.b64decode(text)
 
 
-def _dead_letters(sink: Item, catalog: Catalog) -> SinkEnvelope:
+def dead_letters(sink: Item, catalog: Catalog) -> DeadLetters:
+    """The envelope of a sink from a dead-letter table."""
     source = catalog.by_id(catalog.by_id(sink.details.source).details.source)
-    return DeadLetters(source.details.topic, source.name)
-
-
-register_envelope(lambda sink, relation: relation.kind == kinds.DEAD_LETTER_TABLE, _dead_letters)
+    return DeadLetters(source.details.topic, source.name, source)
