@@ -203,7 +203,7 @@ def test_describe_a_source_without_spark(tmp_path: Path) -> None:
 
 
 def test_completion_offers_the_columns_of_the_relations_read() -> None:
-    from sluice.cli.repl import candidates
+    from sluice.cli.repl_input import candidates
 
     columns = {"orders": ("amount", "customer"), "clicks": ("url", "at")}
     names = list(columns)

@@ -16,17 +16,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from sluice.cli.repl import (
-    Accumulator,
-    Cancelled,
-    MetaCommand,
-    Repl,
-    SparkStarter,
-    candidates,
-    is_complete,
-    parse_meta,
-    stream_rows,
-)
+from sluice.cli.interrupt import Cancelled, stream_rows
+from sluice.cli.repl import Repl
+from sluice.cli.repl_input import Accumulator, MetaCommand, candidates, is_complete, parse_meta
+from sluice.cli.spark_starter import SparkStarter
 from sluice.cli.table import result_text
 from sluice.errors import SqlError
 from sluice.session import Session

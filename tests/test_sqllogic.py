@@ -15,7 +15,8 @@ import pytest
 
 import sluice
 from sluice.cli.main import main
-from sluice.cli.sqllogic import FileRunner, find_files, parse, run_file, run_paths
+from sluice.cli.sqllogic import FileRunner, find_files, run_file, run_paths
+from sluice.cli.sqllogic_format import parse
 from sluice.kafka.embedded import EmbeddedKafka
 from sluice.values import slt_value
 

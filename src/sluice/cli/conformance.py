@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from sluice.cli.sqllogic import FileResult, find_files, parse, run_file
+from sluice.cli.sqllogic import FileResult, find_files, run_file
+from sluice.cli.sqllogic_format import parse
 
 DEFAULT_ROOT = Path("../shared/conformance")
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\b\d+\b")

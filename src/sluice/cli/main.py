@@ -203,7 +203,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_repl(args: argparse.Namespace) -> int:
-    from sluice.cli.repl import main as repl  # prompt_toolkit only for the shell
+    from sluice.cli.repl_loop import main as repl  # prompt_toolkit only for the shell
 
     return repl(
         args.data_dir, args.broker, args.master, args.history_file,

@@ -1,310 +1,37 @@
 """The sqllogictest runner behind `sluice test PATH…` (DESIGN.md §7).
 
-This module owns the sqllogictest file format as sluice speaks it: parsing `.slt` and
-`.test` files into records (`parse`), running them (`run_file`, `run_paths`) against a
-fresh `Session` and a fresh `EmbeddedKafka` per file, the Kafka directives
-(`kafka-create-topic`, `kafka-schema`, `kafka-ingest`, and `kafka-verify` from
-`kafka_verify`), result comparison (sorting,
-hashing, `mode standard|cockroach`, `hash-threshold`), failure reports, and `--rewrite`,
-which rewrites expected results in place and leaves every other byte of the file alone.
-How a value prints is `sluice.values.slt_value`, shared with the REPL.
-
-Records are separated by blank lines; lines starting with `#` are comments wherever they
-are (so a result value or a Kafka message cannot start with `#`: write `\\x23` in a
-message). The format is SQLite's, which is why its corpus reads unmodified (a third
-word after `query`'s types is a label: queries with one label must agree), plus
-Materialize's and CockroachDB's extensions: `statement count N`, `query … colnames`,
-`mode cockroach` (one row per line, values separated by a space), `… error pgcode XXXXX
-<regex>` (the error's SQLSTATE too). `--rewrite` replaces
-a failing query's result lines (comments among them go too) and a failing
-`statement count`'s number, nothing else.
+This module runs files of records (`sqllogic_format`): `run_file` and `run_paths`, each
+file against a fresh `Session` and a fresh `EmbeddedKafka` (its Kafka directives run by
+`sqllogic_kafka`); result comparison (sorting, hashing, `mode standard|cockroach`,
+`hash-threshold`, labels), failure reports, and `--rewrite`, which rewrites expected
+results in place and leaves every other byte of the file alone: it replaces a failing
+query's result lines (comments among them go too) and a failing `statement count`'s
+number, nothing else. How a value prints is `sluice.values.slt_value`, shared with the REPL.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import re
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from sluice.cli import kafka_verify
+from sluice.cli.sqllogic_format import KAFKA_ARGS, Record, RecordFailed, parse
+from sluice.cli.sqllogic_kafka import KafkaDirectives
 from sluice.errors import InternalError, SqlError, as_sql_error, format_error
-from sluice.kafka.encode import encode_value, keyed_message
 from sluice.values import slt_value
 
 ENGINE = "postgresql"  # what `skipif` / `onlyif` call sluice
 EXTENSIONS = (".slt", ".test")
 KAFKA_ADDR = "${kafka-addr}"
-SORT_MODES = ("nosort", "rowsort", "valuesort")
-MODES = ("standard", "cockroach")
 _HASH_LINE = re.compile(r"(\d+) values hashing to ([0-9a-f]{32})")
-_TYPES = re.compile(r"[A-Za-z]+")
 _REPORT_LINES = 40  # a diff longer than this is cut
-
-_KAFKA_ARGS = {
-    "kafka-create-topic": {"name", "partitions"},
-    "kafka-schema": {"name"},
-    "kafka-ingest": {
-        "topic", "format", "schema", "key-format", "key-schema", "key-terminator",
-        "partition", "timestamp", "confluent-wire-format", "headers",
-    },
-    "kafka-verify": kafka_verify.ARGS,
-}
-_FORMATS = ("bytes", "json", "avro")
-
-
-# ---------------------------------------------------------------------------------------
-# Parsing
-
-
-@dataclass
-class Record:
-    """One record of a file. `line` is the 1-based line of its header; indexes (`*_index`)
-    are 0-based positions in the file's lines, for `--rewrite`."""
-
-    kind: str  # statement | query | halt | mode | hash-threshold | kafka-… | invalid
-    line: int
-    header: str
-    conditions: list[tuple[str, str]] = field(default_factory=list)
-    # statement / query
-    expect: str = "ok"  # statement: ok | error | count; query: rows | error
-    pattern: str | None = None  # the error regex; None: any error
-    sqlstate: str | None = None  # the error's SQLSTATE (`error pgcode XXXXX …`); None: any
-    count: int | None = None
-    sql: str = ""
-    types: str = ""
-    sort: str = "nosort"
-    colnames: bool = False
-    label: str | None = None
-    expected: list[str] | None = None  # result lines; None when there is no `----`
-    # halt / mode / hash-threshold
-    value: str = ""
-    # kafka directives
-    args: dict[str, str] = field(default_factory=dict)
-    body: list[tuple[int, str]] = field(default_factory=list)  # (line, text)
-    # why an invalid record is invalid
-    problem: str = ""
-    # positions for --rewrite
-    header_index: int = 0
-    last_sql_index: int = 0
-    separator_index: int | None = None
-    results_end: int | None = None  # one past the last result line
-
-    @property
-    def name(self) -> str:
-        """The kind with its expectation: `statement ok`, `statement count`, `query`,
-        `query error`, `halt`, `kafka-ingest`…"""
-        if self.kind == "statement" or (self.kind == "query" and self.expect == "error"):
-            return f"{self.kind} {self.expect}"
-        return self.kind
-
-
-def parse(text: str) -> list[Record]:
-    """Every record of a file's text, in order. A record that cannot be understood becomes
-    an `invalid` record (reported as a failure when run), never an exception."""
-    lines = text.split("\n")
-    records: list[Record] = []
-    group: list[tuple[int, str]] = []
-    for index, raw in enumerate(lines + [""]):
-        line = raw.removesuffix("\r")
-        if line.strip() == "":
-            if group:
-                records.extend(_parse_group(group))
-                group = []
-        elif not line.startswith("#"):
-            group.append((index, line))
-    return records
-
-
-def _words(line: str) -> list[str]:
-    """The whitespace-separated words of a header line, up to a `#` comment."""
-    words = line.split()
-    for i, word in enumerate(words):
-        if word.startswith("#"):
-            return words[:i]
-    return words
-
-
-def _parse_group(group: list[tuple[int, str]]) -> Iterator[Record]:
-    """The records of one blank-line-separated group: `skipif`/`onlyif` lines, then a
-    header and its lines. `halt`, `mode` and `hash-threshold` are one line each, so a
-    group may hold several of them before its last record."""
-    conditions: list[tuple[str, str]] = []
-    i = 0
-    while i < len(group):
-        index, line = group[i]
-        words = _words(line)
-        word = words[0] if words else ""
-        record = Record(word, index + 1, line, conditions, header_index=index)
-        if word in ("skipif", "onlyif"):
-            if len(words) < 2:
-                yield _invalid(record, f"{word} needs an engine name")
-                return
-            conditions.append((word, words[1]))
-            i += 1
-            continue
-        if word in ("halt", "mode", "hash-threshold"):
-            conditions = []
-            i += 1
-            if word == "mode" and (len(words) != 2 or words[1] not in MODES):
-                yield _invalid(record, "expected mode standard or mode cockroach")
-            elif word == "hash-threshold" and (len(words) != 2 or not words[1].isdigit()):
-                yield _invalid(record, "expected hash-threshold N")
-            elif word == "halt" and len(words) != 1:
-                yield _invalid(record, "halt takes no arguments")
-            else:
-                record.value = words[1] if len(words) > 1 else ""
-                yield record
-            continue
-        rest = group[i + 1 :]
-        if word == "statement":
-            yield _statement(line, words, index, rest, conditions)
-        elif word == "query":
-            yield _query(line, words, index, rest, conditions)
-        elif word in _KAFKA_ARGS:
-            yield _kafka(line, words, index, rest, conditions)
-        else:
-            yield _invalid(record, f"unknown record type {word!r}")
-        return
-
-
-def _statement(line: str, words: list[str], index: int, rest, conditions) -> Record:
-    record = Record("statement", index + 1, line, conditions, header_index=index)
-    mode = words[1] if len(words) > 1 else ""
-    if mode == "ok" and len(words) == 2:
-        record.expect = "ok"
-    elif mode == "error":
-        _expected_error(record, line)
-    elif mode == "count" and len(words) == 3 and words[2].isdigit():
-        record.expect, record.count = "count", int(words[2])
-    else:
-        return _invalid(record, "expected statement ok, statement error <regex> or statement count N")
-    if any(text == "----" for _, text in rest):
-        return _invalid(record, "a statement has no results (`----`): use query")
-    return _sql(record, rest)
-
-
-def _expected_error(record: Record, line: str) -> None:
-    """`… error [pgcode XXXXX] [regex]`."""
-    record.expect = "error"
-    pattern = line.split("error", 1)[1].strip()
-    if (pgcode := _PGCODE.match(pattern)) is not None:
-        record.sqlstate = pgcode.group(1)
-        pattern = pattern[pgcode.end() :]
-    record.pattern = pattern or None
-
-
-_PGCODE = re.compile(r"pgcode ([0-9A-Z]{5})(?:\s+|$)")
-
-
-def _query(line: str, words: list[str], index: int, rest, conditions) -> Record:
-    record = Record("query", index + 1, line, conditions, header_index=index)
-    if len(words) < 2:
-        return _invalid(record, "expected query <types> or query error <regex>")
-    if words[1] == "error":
-        _expected_error(record, line)
-        if any(text == "----" for _, text in rest):
-            return _invalid(record, "query error has no results (`----`)")
-        return _sql(record, rest)
-    record.expect = "rows"
-    if not _TYPES.fullmatch(words[1]):
-        return _invalid(record, f"bad column types {words[1]!r}: letters such as T, I, R")
-    record.types = words[1].upper()
-    for word in words[2:]:
-        if word in SORT_MODES:
-            record.sort = word
-        elif word == "colnames":
-            record.colnames = True
-        elif record.label is None:
-            record.label = word
-        else:
-            return _invalid(record, f"unexpected {word!r} after the query's types")
-    separator = next((n for n, (_, text) in enumerate(rest) if text == "----"), None)
-    if separator is None:
-        return _sql(record, rest)
-    record.separator_index = rest[separator][0]
-    results = rest[separator + 1 :]
-    record.expected = [text for _, text in results]
-    record.results_end = (results[-1][0] if results else record.separator_index) + 1
-    return _sql(record, rest[:separator])
-
-
-def _sql(record: Record, lines) -> Record:
-    if not lines:
-        return _invalid(record, "the record has no SQL")
-    record.sql = "\n".join(text for _, text in lines)
-    record.last_sql_index = lines[-1][0]
-    return record
-
-
-def _invalid(record: Record, problem: str) -> Record:
-    record.kind, record.problem = "invalid", problem
-    return record
-
-
-def _kafka(line: str, words: list[str], index: int, rest, conditions) -> Record:
-    kind = words[0]
-    record = Record(kind, index + 1, line, conditions, header_index=index)
-    record.body = [(n + 1, text) for n, text in rest]
-    for word in words[1:]:
-        name, sep, value = word.partition("=")
-        if not sep or name not in _KAFKA_ARGS[kind]:
-            return _invalid(record, f"{kind} does not take {word!r}")
-        if name in record.args:
-            return _invalid(record, f"{name} given twice")
-        record.args[name] = value
-    args = record.args
-    if kind in ("kafka-ingest", "kafka-verify"):
-        if "topic" not in args:
-            return _invalid(record, f"{kind} needs topic=T")
-        for name in ("format", "key-format"):
-            if args.get(name, "bytes") not in _FORMATS:
-                return _invalid(record, f"{name} must be one of bytes, json, avro")
-        if args.get("format") == "avro" and "schema" not in args:
-            return _invalid(record, "format=avro needs schema=S")
-        if args.get("key-format") == "avro" and "key-schema" not in args:
-            return _invalid(record, "key-format=avro needs key-schema=S")
-        for name in ("partition", "timestamp"):
-            if name in args and not args[name].isdigit():
-                return _invalid(record, f"{name} must be a non-negative integer")
-        if args.get("confluent-wire-format", "true") not in ("true", "false"):
-            return _invalid(record, "confluent-wire-format must be true or false")
-        if "key-terminator" in args and not args["key-terminator"]:
-            return _invalid(record, "key-terminator must not be empty")
-        if kind == "kafka-verify" and (problem := kafka_verify.problem(args)):
-            return _invalid(record, problem)
-        if kind == "kafka-ingest" and args.get("headers", "true") != "true":
-            return _invalid(record, "headers must be true (then indented name=value lines follow a message)")
-    else:
-        if not args.get("name"):
-            return _invalid(record, f"{kind} needs name=…")
-        if "partitions" in args and not (args["partitions"].isdigit() and int(args["partitions"]) > 0):
-            return _invalid(record, "partitions must be a positive integer")
-        if kind == "kafka-schema" and not rest:
-            return _invalid(record, "kafka-schema needs the schema (JSON) on the following lines")
-        if kind == "kafka-create-topic" and rest:
-            return _invalid(record, "kafka-create-topic takes no lines after it")
-    return record
-
-
-# ---------------------------------------------------------------------------------------
-# Running
-
-
-class RecordFailed(Exception):
-    """A record did not do what it expected; `args[0]` is the report's first line, `lines`
-    the rest (SQL, diff)."""
-
-    def __init__(self, summary: str, lines: Iterable[str] = ()) -> None:
-        super().__init__(summary)
-        self.lines = list(lines)
 
 
 @dataclass
@@ -338,13 +65,12 @@ class FileRunner:
         self.every = every
         self.text = text
         self.session = session
-        self.kafka = kafka
         self.bootstrap: str = kafka.bootstrap
         self.rewrite = rewrite
         self.out = out
         self.mode = "standard"
         self.hash_threshold = 0
-        self.schemas: dict[str, tuple[int, Any]] = {}  # name → (schema id, parsed schema)
+        self.kafka_directives = KafkaDirectives(kafka)
         self.labels: dict[str, tuple[str, int]] = {}  # label → (hash line, line it came from)
         self.edits: list[tuple[int, int, list[str]]] = []  # (start, end, new lines)
         self.result = FileResult(path)
@@ -413,14 +139,8 @@ class FileRunner:
             self._statement(record)
         elif record.kind == "query":
             self._query(record)
-        elif record.kind == "kafka-create-topic":
-            self.kafka.create_topic(record.args["name"], int(record.args.get("partitions", "1")))
-        elif record.kind == "kafka-schema":
-            self._schema(record)
-        elif record.kind == "kafka-ingest":
-            self._ingest(record)
-        elif record.kind == "kafka-verify":
-            self._verify(record)
+        elif record.kind in KAFKA_ARGS:
+            self.kafka_directives.run(record)
         else:  # pragma: no cover - parse makes no other kinds
             raise RecordFailed(f"unknown record kind {record.kind}")
 
@@ -591,81 +311,6 @@ class FileRunner:
         elif actual:
             at = record.last_sql_index + 1
             self.edits.append((at, at, ["----", *actual]))
-
-    # -- kafka --------------------------------------------------------------------------
-
-    def _schema(self, record: Record) -> None:
-        import fastavro
-
-        name = record.args["name"]
-        text = "\n".join(line for _, line in record.body)
-        try:
-            parsed = fastavro.parse_schema(json.loads(text))
-        except Exception as e:
-            raise RecordFailed(f"kafka-schema {name}: not an Avro schema: {e}") from None
-        schema_id = self.schemas[name][0] if name in self.schemas else len(self.schemas) + 1
-        self.schemas[name] = (schema_id, parsed)
-
-    def _ingest(self, record: Record) -> None:
-        from sluice.kafka.embedded import produce
-
-        args = record.args
-        messages = self._listed(record)
-        produce(
-            self.bootstrap,
-            args["topic"],
-            [(m.key, m.value, list(m.headers)) for m in messages],
-            partition=int(args["partition"]) if "partition" in args else None,
-            timestamp_ms=int(args["timestamp"]) if "timestamp" in args else None,
-        )
-
-    def _verify(self, record: Record) -> None:
-        from sluice.kafka.consume import read_committed
-
-        args = record.args
-        expected = self._listed(record)
-        timeout = float(args.get("timeout", kafka_verify.DEFAULT_TIMEOUT))
-        got = read_committed(self.bootstrap, args["topic"], len(expected), timeout)
-        report = kafka_verify.compare(args, expected, got, self.schemas)
-        if report is not None:
-            raise RecordFailed(f"kafka-verify topic={args['topic']}: the topic's messages differ", report)
-
-    def _listed(self, record: Record) -> list[kafka_verify.Message]:
-        """The messages a `kafka-ingest` or `kafka-verify` record lists."""
-        args = record.args
-        try:
-            return kafka_verify.listed_messages(args, record.body, lambda line: self._message(args, line))
-        except kafka_verify.BadLine as e:
-            raise RecordFailed(f"{record.kind}: {e}", [f"    {e.line}"]) from None
-
-    def _message(self, args: dict[str, str], line: str) -> tuple[bytes | None, bytes | None]:
-        def value(text: str) -> bytes:
-            return self._encode(text, args.get("format", "bytes"), args.get("schema"), args)
-
-        key_format = args.get("key-format")
-        if key_format is None:
-            return None, value(line)
-        if key_format == "bytes":
-            return keyed_message(line, args.get("key-terminator", ":"), value)
-        try:
-            _, end = json.JSONDecoder().raw_decode(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"the key is not JSON: {e}") from None
-        key_text, rest = line[:end], line[end:]
-        if rest and not rest.startswith(" "):
-            raise ValueError("expected a space between the key and the value")
-        value_text = rest[1:]
-        key = self._encode(key_text, key_format, args.get("key-schema"), args)
-        return key, value(value_text) if value_text else None
-
-    def _encode(self, text: str, fmt: str, schema: str | None, args: dict[str, str]) -> bytes:
-        if fmt != "avro":
-            return encode_value(text)
-        if schema not in self.schemas:
-            raise ValueError(f"no kafka-schema named {schema!r}")
-        schema_id, parsed = self.schemas[schema]
-        framed = args.get("confluent-wire-format", "true") == "true"
-        return encode_value(text, parsed, schema_id if framed else None, schema_name=f"schema {schema}")
 
 
 def _affected(result: Any) -> int:

@@ -5,5 +5,8 @@ drivers and BI tools connect to sluice as they do to Materialize.
 sluice's values travel (OIDs, text and binary formats, parameters), `statements` what a
 connection reads in a statement's text before the dialect does (placeholders,
 transaction control, session variables), `settings` the session variables, `connection`
-one client's conversation, `server` the listener and what connections share.
+one client's conversation (its startup, the simple and extended query protocols),
+`statement_runner` what its statements do (the transaction block, session variables,
+cursors — `cursor` — COPY, the dialect's statements, cancelling), `server` the listener
+and what connections share.
 """
