@@ -81,8 +81,9 @@ def test_spark_s_own_failures_are_read_in_postgresql_s_words(spark) -> None:
     assert evaluation_error(_failure(lambda: spark.sql("SELECT 1 / 0").collect())) == (
         "Evaluation error: division by zero"
     )
-    assert evaluation_error(_failure(lambda: spark.sql("SELECT CAST('x''y' AS INT)").collect())) == (
-        "Evaluation error: invalid input syntax for type integer: \"x'y\""
+    # The value as written, not as Spark quotes it ('x\\'y\\\\z').
+    assert evaluation_error(_failure(lambda: spark.sql("SELECT CAST('x''y\\\\z' AS INT)").collect())) == (
+        "Evaluation error: invalid input syntax for type integer: \"x'y\\z\""
     )
     assert evaluation_error(_failure(lambda: spark.sql("SELECT CAST(1e10 AS INT)").collect())) == (
         "Evaluation error: integer out of range"
@@ -93,7 +94,9 @@ def test_spark_s_own_failures_are_read_in_postgresql_s_words(spark) -> None:
     assert evaluation_error(unknown) is None
     missing = _failure(lambda: spark.sql("SELECT * FROM no_such_view"))
     assert unresolved_function(missing) is None
-    assert refusal(missing) == "the table or view `no_such_view` cannot be found"
+    assert refusal(missing) == (
+        "the table or view `no_such_view` cannot be found. Verify the spelling and correctness of the schema and catalog"
+    )
 
 
 def test_a_line_of_spark_s_message_loses_only_its_condition() -> None:

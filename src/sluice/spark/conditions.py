@@ -66,8 +66,8 @@ def evaluation_error(error: BaseException) -> str | None:
         message = f"{name} out of range"
     elif named == "CAST_INVALID_INPUT":
         value = given.get("expression", "")
-        if value.startswith("'") and value.endswith("'"):
-            value = value[1:-1].replace("''", "'")
+        if value.startswith("'") and value.endswith("'"):  # Spark's literal: \ before ' and \
+            value = re.sub(r"\\(.)", r"\1", value[1:-1], flags=re.S)
         message = f'invalid input syntax for type {name}: "{value}"'
     elif named == "SCALAR_SUBQUERY_TOO_MANY_ROWS":
         message = "more than one row returned by a subquery used as an expression"
