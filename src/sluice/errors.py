@@ -355,7 +355,9 @@ def disk_full_text(path: str) -> str:
 def disk_full_in(text: str, where: str) -> str | None:
     """The disk-full text (`disk_full_text`) of a failure whose `text` — a Python or Java
     error's, possibly wrapped by Spark — says a write found no space: naming the file it
-    names, else `where` (the folder being written); None for another failure."""
+    names, else `where` (the folder being written); None for another failure. Beside
+    `disk_full_text`, whose words it reads back too (a `DiskFull` raised inside a Spark
+    job); read through `spark.failures.failure_reason`."""
     if NO_SPACE not in text:
         return None
     named = _DISK_FULL.search(text)

@@ -8,6 +8,13 @@ and RETRY DELAY MAX).
 registry look-up of a writer schema and the restarts of a failed ingestion all wait by it.
 A fault that outlasts it becomes `SourceUnavailable`, the failure of the read, whose text is
 the reason the failed source shows.
+
+That text is a protocol across Spark, written and parsed here, side by side: raised in a
+Python data source or a job, `SourceUnavailable` reaches the driver only as the last line of
+the traceback Spark quotes, `…SourceUnavailable: source "name": reason` (`__str__`), from
+which `reason_of` finds the source and the reason again. The raisers are below Spark
+(`kafka/client.py`, `kafka/registry.py`), so both sides stay here; the one reader is
+`spark/failures.py`.
 """
 
 from __future__ import annotations
@@ -56,7 +63,8 @@ _UNAVAILABLE = re.compile(r'SourceUnavailable: (?:source "((?:[^"]|"")*)": )?(.*
 
 def reason_of(text: str) -> tuple[str, str] | None:
     """(source name, reason) of the `SourceUnavailable` a failure's text (a Python
-    traceback, possibly wrapped by Spark) ends with, or None if it has none."""
+    traceback, possibly wrapped by Spark) ends with, or None if it has none. Read
+    through `spark.failures.unavailable`."""
     found = _UNAVAILABLE.findall(text)
     if not found:
         return None

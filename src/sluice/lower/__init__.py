@@ -6,6 +6,5 @@ is the entry the renderer calls; nothing here imports pyspark."""
 from sluice.lower.errors_queries import MESSAGE
 from sluice.lower.fusion import Fusion
 from sluice.lower.lowering import RULES, Lowered, lower, spark_sql
-from sluice.lower.spark_errors import spark_error
 
-__all__ = ["MESSAGE", "RULES", "Fusion", "Lowered", "lower", "spark_error", "spark_sql"]
+__all__ = ["MESSAGE", "RULES", "Fusion", "Lowered", "lower", "spark_sql"]

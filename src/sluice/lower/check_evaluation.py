@@ -14,7 +14,7 @@ branch only when it is taken, after COALESCE's earlier arguments were NULL, in A
 right side only when the left does not decide. In a grouped SELECT, aggregate arguments
 and grouping keys are checked per input row, the rest per group. A correlated subquery
 is left as it is (Spark cannot evaluate it apart from its outer row): if it fails on
-Spark, `spark_errors` gives the error PostgreSQL would have reported.
+Spark, `spark/conditions.py` gives the error PostgreSQL would have reported.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ the evaluation of a sink's relation, which the controller runs."""
 from __future__ import annotations
 
 import contextlib
-import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,13 +28,13 @@ from sluice.errors import (
     collection_error,
 )
 from sluice.kafka.progress import Progress
-from sluice.kafka.retry import RetryPolicy, SourceUnavailable, reason_of
-from sluice.lower import spark_error
+from sluice.kafka.retry import RetryPolicy, SourceUnavailable
 from sluice.plan.plans import QueryPlan, WritePlan
 from sluice.render.query import QueryRenderer
 from sluice.render.subscribe import Subscription
 from sluice.render.writes import execute_write
-from sluice.spark.failures import WORKER_LATE, retried, worker_late
+from sluice.spark.conditions import evaluation_error, refusal, unresolved_function
+from sluice.spark.failures import WORKER_LATE, retried, unavailable, worker_late
 from sluice.spark.kafka_source import DEFAULT_RETRY
 from sluice.spark.session import spark
 from sluice.storage.controller import Controller
@@ -208,34 +207,27 @@ def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
     the query read, as Spark failing to start a Python worker in time (`failures`), as the
     evaluation error PostgreSQL would have reported, as a construct Spark cannot run
     (refused before running: 0A000), or as a failed query."""
-    unavailable = reason_of(str(error))
-    if unavailable is not None:
-        return SourceFailed(*unavailable)
+    read = unavailable(error)
+    if read is not None:
+        return SourceFailed(*read)
     if worker_late(error):
         return ExternalSystemUnavailable(WORKER_LATE)
     collected = queries.error_of(error)
     if collected is not None:
         return collected
-    message = spark_error(error)
+    message = evaluation_error(error)
     if message is not None:
         return collection_error(message, None)
     if isinstance(error, Py4JJavaError):
         return SparkQueryFailed(f"{what}: {error.java_exception.getMessage()}")
     text = error.getMessage() or str(error)
-    if isinstance(error, AnalysisException) and error.getCondition() == "UNRESOLVED_ROUTINE":
-        # The name is the user's, and Spark's search path of catalogs means nothing to them.
-        routine = (error.getMessageParameters() or {}).get("routineName", "").strip("`").lower()
-        return FeatureNotSupported(f"function {routine} is not supported")
     if isinstance(error, AnalysisException):
-        return FeatureNotSupported(_unsupported(error), detail=f"Spark: {text}")
+        # The name is the user's, and Spark's search path of catalogs means nothing to them.
+        routine = unresolved_function(error)
+        if routine is not None:
+            return FeatureNotSupported(f"function {routine} is not supported")
+        return FeatureNotSupported(f"Spark cannot run this query: {refusal(error)}", detail=f"Spark: {text}")
     return SparkQueryFailed(f"{what}: {text}")
-
-
-def _unsupported(error: AnalysisException) -> str:
-    """What Spark refused, in its own words."""
-    first = (error.getMessage() or str(error)).split("\n")[0]
-    first = re.sub(r"^\[[A-Z_.]+\] | SQLSTATE: \w+$", "", first).rstrip(". ")
-    return f"Spark cannot run this query: {first[:1].lower()}{first[1:]}"
 
 
 def _value(value: Any) -> Any:

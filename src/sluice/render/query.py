@@ -29,13 +29,11 @@ from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collectio
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
 from sluice.render.types import stored_table_frame, wall_clock_frame
+from sluice.spark.guards import failed_run, raising
 from sluice.spark.pyspark_code import F, fail_if
 from sluice.storage.source import Collection, SourceRead, render_source
 from sluice.storage.store import Store
 from sluice.storage.tables import TableStore
-
-# The text a guard's failure raises in Spark: this prefix, the run's index, the error.
-_GUARD = "sluice guard failed: run "
 
 
 @dataclass(frozen=True)
@@ -196,17 +194,13 @@ class QueryRenderer:
         """`frame` with rows of `read` guards' errs that fail the job when there are any."""
         if not read:
             return frame
-        marker = f"{_GUARD}{len(self.runs)}"
+        run = len(self.runs)
         self.runs.append(guards)
         union = None
         for guard in read:
             errs = guard.errs.select(MESSAGE)
             union = errs if union is None else union.unionByName(errs)
-        # Raised only for a message: Spark may move a guard's filters past one another
-        # (and one reading no column below a join, raising on every row of one side).
-        message = F.col(MESSAGE)
-        raised = F.when(message.isNotNull(), F.raise_error(F.concat(F.lit(f"{marker}: "), message)))
-        failing = union.where(raised.isNull())
+        failing = union.where(raising(F.col(MESSAGE), run).isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
     def unread_error(self, frame: DataFrame, guards: list[Guard], flagged: set[str]) -> SqlError | None:
@@ -229,14 +223,8 @@ class QueryRenderer:
         """The error a `collect` fails with when `failure` is its guards' doing:
         the first guard's first error (by kind, partition and offset within a source's
         errs, then text), found by a second job — errors are the rare path."""
-        condition = getattr(failure, "getCondition", lambda: None)()
-        if condition != "USER_RAISED_EXCEPTION":
-            return None
-        marker = (failure.getMessageParameters() or {}).get("errorMessage", "")
-        if not marker.startswith(_GUARD):
-            return None
-        run = marker.removeprefix(_GUARD).split(":", 1)[0]
-        return _first_error(self.runs[int(run)])
+        run = failed_run(failure)
+        return None if run is None else _first_error(self.runs[run])
 
     def _persist(self, frame: DataFrame) -> None:
         frame.persist()

@@ -1,14 +1,26 @@
-"""What a failed Spark job or stream was failing for, in words a user can act on, and
-which failures are transient enough to run again.
+"""Why a Spark job or stream failed, in words a user can act on, and which failures are
+transient enough to run again: the one reader of the text a Python exception leaves
+when it crosses Spark.
 
-Spark wraps an error raised in a Python data source or a `foreachBatch` function in
-layers of its own: a `StreamingQueryException` whose `getMessage()` is empty, a task
-failure quoting the Python traceback inside Java's. The reason is found in that text:
-the `SourceUnavailable` a read raised (its own words), else Spark failing to start a
-Python worker in time (`worker_late`: sluice's `WORKER_LATE`), else the last Python
-exception of the last traceback (sluice's own by its text alone, as its texts are written
-for users; another by its name and text), else the first line of Spark's message — never
-nothing.
+The protocol: sluice's Python code that Spark runs — the `sluice_kafka` data source, a
+`foreachBatch` function, a job's commit — raises an exception, and Spark wraps it in
+layers of its own (a `StreamingQueryException` whose `getMessage()` is empty, a task
+failure quoting the Python traceback inside Java's), so only text reaches the driver:
+the traceback's last line, `module.ErrorName: message`. Its writers are the exceptions'
+own texts, written for users (`SqlError`s, `KafkaReadError`, `OffsetsRegressed`), and
+`SourceUnavailable`'s `source "name": reason`, whose parser `kafka.retry.reason_of` sits
+beside it below Spark (its raisers are in `kafka/`); PostgreSQL's, Python's and Java's
+disk-full texts are read by `errors.disk_full_in`, beside `DiskFull`. Spark's own error
+conditions are read in `conditions`, a query's guard's `raise_error` in `guards`.
+
+The reason (`failure_reason`) is found in that text: the `SourceUnavailable` a read raised
+(its own words: `unavailable`), else Spark failing to start a Python worker in time
+(Spark's text, `worker_late`: sluice's `WORKER_LATE`), else a write that found no space
+left (PostgreSQL's disk-full text, naming the file or else the folder written), else the
+last Python exception of the last traceback (`raised`; sluice's own by its text alone,
+another by its name and text), else the first line of Spark's message without its
+condition — never nothing. `raised_as` tells a given sluice exception by its name
+(`OffsetsRegressed` fails a stream for good).
 
 A Python worker Spark starts as a process of its own (a streaming query's Python source,
 `pyspark.sql.streaming.python_streaming_source_runner`) must connect back to the JVM
@@ -18,8 +30,6 @@ limit. That failure is transient: `retried` runs a job again that meets it, a fa
 stream is restarted by its supervisor, and a statement waits for the restarted stream
 (`ingest.Ingestion.failed`) — each within the source's RETRY TIMEOUT, past which the
 failure shows in `WORKER_LATE`'s words.
-A write that found no space left (Java's IOException or Python's OSError, anywhere in
-that text) is PostgreSQL's disk-full text, naming the file or else the folder written.
 """
 
 from __future__ import annotations
@@ -33,13 +43,13 @@ from pyspark.errors import PySparkException
 
 from sluice.errors import disk_full_in
 from sluice.kafka.retry import RetryPolicy, TransientFault, reason_of
+from sluice.spark.conditions import without_condition
 
 T = TypeVar("T")
 
 _TRACEBACK = "Traceback (most recent call last):"
 # The line a Python traceback ends with: `module.ErrorName: message`, unindented.
 _PYTHON_ERROR = re.compile(r"^((?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*)): (\S.*)$", re.M)
-_SPARK_CONDITION = re.compile(r"^\[[A-Z_.]+\] ")
 # Spark's texts (4.x, `PythonWorkerFactory.createSimpleWorker`) for a Python worker that
 # did not connect back within its 10 s.
 _WORKER_LATE_TEXTS = (
@@ -62,9 +72,9 @@ def worker_late(error: BaseException | str) -> bool:
 def failure_reason(error: BaseException, where: str) -> str:
     """Why `error` failed the writing of the folder `where` (a source's store, a sink's state)."""
     text = str(error)
-    unavailable = reason_of(text)
-    if unavailable is not None:
-        return unavailable[1]
+    read = unavailable(error)
+    if read is not None:
+        return read[1]
     if worker_late(text):
         return WORKER_LATE
     disk_full = disk_full_in(text, where)
@@ -75,7 +85,13 @@ def failure_reason(error: BaseException, where: str) -> str:
         qualified, message = found
         return message if qualified.startswith("sluice.") else f"{qualified.rsplit('.', 1)[-1]}: {message}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return _SPARK_CONDITION.sub("", first) or type(error).__name__
+    return without_condition(first) or type(error).__name__
+
+
+def unavailable(error: BaseException) -> tuple[str, str] | None:
+    """(source name, reason) of the `SourceUnavailable` that failed a read, if the failure
+    quotes one."""
+    return reason_of(str(error))
 
 
 def raised(error: BaseException) -> tuple[str, str] | None:
