@@ -250,9 +250,9 @@ class Session:
     def kafka_brokers(self, name: str) -> tuple[str, ...]:
         """The brokers of the Kafka connection `name`; none if `name` is not one."""
         item = self.catalog.current.get(name)
-        if item is None or item.kind != kinds.CONNECTION or item.details.connection_type != kinds.KAFKA:
+        if item is None or item.kind != kinds.CONNECTION or item.connection_desc.connection_type != kinds.KAFKA:
             return ()
-        return tuple(item.details.brokers)
+        return tuple(item.connection_desc.brokers)
 
     @user_errors
     def plan_text(self, statement: ast.Statement) -> str:

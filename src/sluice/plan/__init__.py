@@ -131,7 +131,7 @@ def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
 
 def sink_query(sink: Item, catalog: Catalog) -> QueryPlan:
     """The query a sink's job evaluates: its whole relation."""
-    relation = catalog.by_id(sink.details.source)
+    relation = catalog.by_id(sink.sink_desc.source)
     return _whole_relation(relation, catalog, relation.name, None, "SINK")
 
 
@@ -280,5 +280,5 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
 
 def _explained_timeline(item, catalog: Catalog):
     if item.kind == kinds.SINK:
-        return single_timeline(catalog, [item.details.source], None)
+        return single_timeline(catalog, [item.sink_desc.source], None)
     return item.timeline

@@ -146,7 +146,7 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     else:
         envelope = _sink_envelope(statement)
         _check_sink_key(statement, relation, envelope, catalog)
-    if connection.details.connection_type != kinds.KAFKA:
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         raise InvalidParameterValue(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )
@@ -285,7 +285,7 @@ def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
                 continue
             raise unknown_item(str(name), name.span, (i.name for i in catalog))
         if item.kind == kinds.DEAD_LETTER_TABLE and kind == kinds.TABLE:
-            source = catalog.by_id(item.details.source)
+            source = catalog.by_id(item.dead_letter_desc.source)
             raise WrongObjectType(
                 f'cannot drop dead-letter table "{item.name}": it is dropped with its source '
                 f'"{source.name}"',
@@ -312,7 +312,7 @@ def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement:
         chosen[item.id] = item
         for dependent in catalog.dependents(item.id):
             owned = dependent.kind == kinds.INDEX or (
-                dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.details.source == item.id
+                dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.dead_letter_desc.source == item.id
             )
             if owned or statement.cascade:
                 stack.append(dependent)

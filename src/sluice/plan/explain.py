@@ -348,10 +348,10 @@ class PlanWriter:
     def _errors_note(self, item: Item, errors: str | None) -> str | None:
         """What happens to the errors of what a `Get` reads."""
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            return f"dead-letter table of {SCHEMA}.{self.catalog.by_id(item.details.source).name}"
+            return f"dead-letter table of {SCHEMA}.{self.catalog.by_id(item.dead_letter_desc.source).name}"
         if item.kind != kinds.SOURCE:
             return None
-        desc = item.details
+        desc = item.source_desc
         dead_letters = None if desc.dead_letter_table is None else self.catalog.by_id(desc.dead_letter_table).name
         if errors == "ONLY":
             if dead_letters is not None:

@@ -40,7 +40,7 @@ def sink_format(fmt: ast.Format, columns: tuple[Column, ...], catalog: Catalog) 
 
 def _registry(connection: ast.ObjectName, catalog: Catalog) -> Item:
     registry = resolve(catalog, connection, kinds.CONNECTION)
-    if registry.details.connection_type != kinds.SCHEMA_REGISTRY:
+    if registry.connection_desc.connection_type != kinds.SCHEMA_REGISTRY:
         raise InvalidParameterValue(
             f"{registry.name} is not a schema registry connection", span=connection.span
         )

@@ -29,7 +29,7 @@ Key = tuple[int, ...]  # positions of a relation's output columns
 def known_keys(item: Item, catalog: Catalog) -> list[tuple[str, ...]]:
     """The column sets known to be unique in `item`'s rows."""
     if item.kind == kinds.SOURCE:
-        desc = item.details
+        desc = item.source_desc
         return [desc.key_columns] if desc.envelope != "none" and desc.key_columns else []
     if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
         plan = relation_read(item, None, catalog).query

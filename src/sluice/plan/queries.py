@@ -114,7 +114,7 @@ def relation_read(item: Item, errors: str | None, catalog: Catalog) -> Read:
         # What the stored SQL reads must be there: a missing one is a damaged catalog
         # (XX001 naming it), not an unknown name in a statement that never wrote it.
         catalog.by_id(dependency)
-    return Read(item.id, errors, plan_query(parse_query(item.details.query, 0, "query"), catalog))
+    return Read(item.id, errors, plan_query(parse_query(item.view_desc.query, 0, "query"), catalog))
 
 
 def _as_select(expression: exp.Expression) -> exp.Expression:

@@ -104,7 +104,7 @@ def plan_create_source(
     name = item_name(statement.name)
     ensure_free(catalog, name, statement.name.span)
     connection = resolve(catalog, statement.connection, kinds.CONNECTION)
-    if connection.details.connection_type != kinds.KAFKA:
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         raise InvalidParameterValue(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )

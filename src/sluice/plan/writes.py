@@ -98,7 +98,7 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
     else:
         inserted = exp.Subquery(this=inserted, alias=alias)
     by_name = dict(zip(names, produced))
-    defaults = dict(item.details.defaults)
+    defaults = dict(item.table_desc.defaults)
     columns = [
         exp.column(by_name[c.name].copy(), _INSERTED)
         if c.name in by_name
@@ -154,7 +154,7 @@ def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expr
     a target is a column of the table (`x.b` a field of column `x`, `x[1]` an element of
     it), `(a, b) = (1, 2)` assigns a row, DEFAULT is the column's default."""
     assigned: dict[str, exp.Expression] = {}
-    defaults = dict(item.details.defaults)
+    defaults = dict(item.table_desc.defaults)
     for assignment in statement.body.expression.expressions:
         targets = assignment_targets(assignment.this)
         several = isinstance(assignment.this, (exp.Tuple, exp.Paren))
@@ -240,7 +240,7 @@ def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[
     if not isinstance(source, exp.Values):
         return None
     positions = {name: i for i, name in enumerate(names)}
-    if any(c.name not in positions and c.name in dict(item.details.defaults) for c in item.columns):
+    if any(c.name not in positions and c.name in dict(item.table_desc.defaults) for c in item.columns):
         return None
     rows = []
     for row in source.expressions:
