@@ -68,7 +68,7 @@ def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, 
         statement = statement.statement
     if not isinstance(statement, ast.CreateSource):
         return ()
-    topic = next((o.value for o in statement.kafka_options if o.name == "TOPIC"), None)
+    topic = next((o.string for o in statement.kafka_options if o.name == "TOPIC"), None)
     connection = catalog.get(statement.connection.name)
     if topic is None or connection is None or connection.kind != kinds.CONNECTION:
         return ()  # the planner reports these

@@ -38,13 +38,13 @@ class Checked:
     errors query has rows: `flags[i]` names the column for `errors[i]` (None: only the
     query knows), and `carried` the input flag columns its rows carry on."""
 
-    query: exp.Expression
+    query: exp.Expr
     errors: list[exp.Query] = field(default_factory=list)
     flags: list[str | None] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
 
 
-def check_evaluation(query: exp.Expression, fusion: Fusion | None = None) -> Checked:
+def check_evaluation(query: exp.Expr, fusion: Fusion | None = None) -> Checked:
     """Rewrite `query` (qualified and type-annotated) in place as the module says; with
     `fusion`, its root SELECT also flags its errors in its own rows."""
     try:
@@ -72,7 +72,7 @@ def check_evaluation(query: exp.Expression, fusion: Fusion | None = None) -> Che
     return Checked(query, errors, flags, carried)
 
 
-def _aggregates(nodes: list[exp.Expression]) -> list[exp.AggFunc]:
+def _aggregates(nodes: list[exp.Expr]) -> list[exp.AggFunc]:
     """The aggregate calls among `nodes` (window functions and subqueries excluded)."""
     found = []
     for node in nodes:
@@ -95,7 +95,7 @@ class _Select:
         self.select = select
         # Per group, aggregates and grouping keys are values computed (and checked) per row.
         self.opaque_aggregates = False
-        self.keys: list[tuple[exp.Expression, exp.Expression]] = []  # (as written, made safe)
+        self.keys: list[tuple[exp.Expr, exp.Expr]] = []  # (as written, made safe)
         self.grouped = False
 
     def check(self) -> list[Found]:
@@ -137,19 +137,19 @@ class _Select:
         return rows + [(select, group_err, [None] * len(joins), ("where", "group"))]
 
     @staticmethod
-    def kept(clause: exp.Expression | None, err: Err) -> Err:
+    def kept(clause: exp.Expr | None, err: Err) -> Err:
         """`err` for the rows a WHERE/HAVING keeps."""
         if clause is None or err is None:
             return err
         return when(clause.this.copy(), err)
 
-    def ordering(self, ordered: list[exp.Expression]) -> list[Err]:
+    def ordering(self, ordered: list[exp.Expr]) -> list[Err]:
         """ORDER BY errors, where the errors query can name every column they read (an
         output alias it cannot)."""
         errors = [self.expression(o) for o in ordered]
         return [e for e in errors if e is None or all(c.table for c in e.find_all(exp.Column))]
 
-    def expression(self, node: exp.Expression | None) -> Err:
+    def expression(self, node: exp.Expr | None) -> Err:
         """Make `node` safe in place; the expression giving its error text, or None."""
         if node is None or isinstance(node, (exp.Query, exp.Subquery)):
             return None

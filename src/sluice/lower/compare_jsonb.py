@@ -23,7 +23,7 @@ _EQUALITIES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
 _ORDERINGS = (exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
-def compare_jsonb(expression: exp.Expression) -> exp.Expression:
+def compare_jsonb(expression: exp.Expr) -> exp.Expr:
     """Every place `expression` compares jsonb values, in place: by canonical text for
     equality, by a sort key for order. A set operation that would deduplicate jsonb rows
     (UNION, INTERSECT, EXCEPT) is refused (`FeatureNotSupported`)."""
@@ -78,7 +78,7 @@ def _group_by_text(select: exp.Select) -> None:
                     node.replace(call("parse_json", _text(written.copy())))
 
 
-def _compare(node: exp.Expression) -> None:
+def _compare(node: exp.Expr) -> None:
     if isinstance(node, exp.In):
         if not _is_jsonb(node.this):
             return
@@ -100,24 +100,24 @@ def _compare(node: exp.Expression) -> None:
     node.set("expression", compared(right))
 
 
-def _as_jsonb(value: exp.Expression) -> exp.Expression:
+def _as_jsonb(value: exp.Expr) -> exp.Expr:
     """`value`, a jsonb; text compared with a jsonb is read as one."""
     return value if _is_jsonb(value) else call("parse_json", value)
 
 
-def _text(value: exp.Expression) -> exp.Expression:
+def _text(value: exp.Expr) -> exp.Expr:
     """A jsonb's canonical JSON text."""
     return call("to_json", _as_jsonb(value))
 
 
-def _sort_key(value: exp.Expression) -> exp.Expression:
+def _sort_key(value: exp.Expr) -> exp.Expr:
     value = _as_jsonb(value)
     schema = call("schema_of_variant", value)
 
-    def get(as_type: str) -> exp.Expression:
+    def get(as_type: str) -> exp.Expr:
         return call("try_variant_get", value.copy(), exp.Literal.string("$"), exp.Literal.string(as_type))
 
-    def rank(name: str) -> exp.Expression:
+    def rank(name: str) -> exp.Expr:
         return exp.Literal.number(_TYPE_ORDER.index(name))
 
     ranks = [exp.If(this=kind_is(schema, prefix), true=rank(name)) for prefix, name in JSON_TYPEOF.items()]
@@ -133,7 +133,7 @@ def _sort_key(value: exp.Expression) -> exp.Expression:
     return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())], default=key)
 
 
-def _is_jsonb(node: exp.Expression) -> bool:
+def _is_jsonb(node: exp.Expr) -> bool:
     if isinstance(node, (exp.JSONExtractScalar, exp.JSONBExtractScalar)):  # sqlglot types `#>>` jsonb
         return False
     if isinstance(node, exp.Paren):

@@ -42,7 +42,7 @@ def errors_query(select: exp.Select, err: Err, joins: list[Err], clauses: tuple[
     return query
 
 
-def messages(rows: exp.Expression) -> exp.Select:
+def messages(rows: exp.Expr) -> exp.Select:
     """The errors among `rows`, a relation with a `message` column NULL where none."""
     return exp.select(MESSAGE).from_(rows).where(exp.column(MESSAGE).is_(exp.null()).not_())
 

@@ -60,7 +60,7 @@ def carry(select: exp.Select, grouped: bool, fusion: Fusion) -> list[str]:
 
 
 def _report(
-    select: exp.Select, grouped: bool, failed: exp.Expression, name: str, per_row: bool, widen_where: bool
+    select: exp.Select, grouped: bool, failed: exp.Expr, name: str, per_row: bool, widen_where: bool
 ) -> None:
     """Add column `name`: whether a row (or, grouped, a group) has `failed`. Rows and
     groups it marks are kept by the WHERE and HAVING, so the flag reaches the result."""
@@ -73,7 +73,7 @@ def _report(
     select.select(exp.alias_(failed.copy(), name), append=True, copy=False)
 
 
-def _widen(select: exp.Select, clause: str, condition: exp.Expression) -> None:
+def _widen(select: exp.Select, clause: str, condition: exp.Expr) -> None:
     node = select.args.get(clause)
     if node is not None:
         node.set("this", exp.or_(exp.paren(node.this), condition.copy()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def record_is_null(expression: exp.Expression) -> exp.Expression:
+def record_is_null(expression: exp.Expr) -> exp.Expr:
     """Every null test of a record in the type-annotated `expression` as tests of its
     fields, in place, innermost first."""
     for test in reversed(list(expression.find_all(exp.Is))):

@@ -126,7 +126,7 @@ class PlanWriter:
 
     # ------------------------------------------------------------ relations
 
-    def relation(self, query: exp.Expression, top: bool = False) -> Relation:
+    def relation(self, query: exp.Expr, top: bool = False) -> Relation:
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
             self.named.append(dict(self.named[-1]))
@@ -219,7 +219,7 @@ class PlanWriter:
         mapped: list[str] = []
         columns = list(scope)
 
-        def place(expression: exp.Expression, name: str) -> int:
+        def place(expression: exp.Expr, name: str) -> int:
             index = self._reduced(expression, replaced, scope)
             if index is not None:
                 return index
@@ -301,7 +301,7 @@ class PlanWriter:
             relation = Relation(node, columns)
         return relation
 
-    def from_item(self, item: exp.Expression) -> Relation:
+    def from_item(self, item: exp.Expr) -> Relation:
         alias = item.alias_or_name
         if isinstance(item, exp.Table):
             cte = None if item.args.get("db") else self.named[-1].get(item.name)
@@ -379,16 +379,16 @@ class PlanWriter:
 
     # ------------------------------------------------------------ scalars
 
-    def predicate(self, condition: exp.Expression, scope: list[Col], replaced=None) -> str:
+    def predicate(self, condition: exp.Expr, scope: list[Col], replaced=None) -> str:
         """A Filter's predicate: its conjuncts, each parenthesized, joined by AND."""
         return " AND ".join(_parenthesized(self.scalar(c, scope, replaced)) for c in _conjuncts(condition))
 
-    def scalar(self, expression: exp.Expression, scope: list[Col], replaced=None) -> str:
+    def scalar(self, expression: exp.Expr, scope: list[Col], replaced=None) -> str:
         """`expression` as text, its columns as `#n` of `scope` (or of the queries around)."""
         copy = expression.copy()
         replaced = replaced or {}
 
-        def rewrite(node: exp.Expression) -> exp.Expression:
+        def rewrite(node: exp.Expr) -> exp.Expr:
             if replaced and not isinstance(node, exp.Literal):
                 index = replaced.get(_key(node))
                 if index is not None:
@@ -419,7 +419,7 @@ class PlanWriter:
         partition = f"partition by [{keys}] " if keys else ""
         return f"{call} over ({partition}order by [{orders}]{frame})"
 
-    def _subquery(self, node: exp.Expression, scope: list[Col]) -> str:
+    def _subquery(self, node: exp.Expr, scope: list[Col]) -> str:
         query = node.args.get("query") or node.this
         query = query.this if isinstance(query, exp.Subquery) else query
         self.scopes.append(scope)
@@ -452,7 +452,7 @@ class PlanWriter:
                 return i
         return None
 
-    def _reduced(self, expression: exp.Expression, replaced: dict[str, int], scope: list[Col]) -> int | None:
+    def _reduced(self, expression: exp.Expr, replaced: dict[str, int], scope: list[Col]) -> int | None:
         if replaced:
             return replaced.get(_key(expression))
         if isinstance(expression, exp.Column):
@@ -468,7 +468,7 @@ class PlanWriter:
         return ", ".join(self._column(i, scope) for i in indexes)
 
 
-def _transform(node: exp.Expression, rewrite) -> exp.Expression:
+def _transform(node: exp.Expr, rewrite) -> exp.Expr:
     """`node` with `rewrite` applied top-down: what it replaces is not descended into."""
     replaced = rewrite(node)
     if replaced is not node:
@@ -482,16 +482,16 @@ def _transform(node: exp.Expression, rewrite) -> exp.Expression:
 
 
 def _children(value, rewrite):
-    if isinstance(value, exp.Expression):
+    if isinstance(value, exp.Expr):
         return _transform(value, rewrite)
     if isinstance(value, list):
-        return [_transform(v, rewrite) if isinstance(v, exp.Expression) else v for v in value]
+        return [_transform(v, rewrite) if isinstance(v, exp.Expr) else v for v in value]
     return value
 
 
-def _aggregates(expressions) -> list[exp.Expression]:
+def _aggregates(expressions) -> list[exp.Expr]:
     """The aggregate calls of a SELECT (not a window's, not a subquery's), once each."""
-    found: dict[str, exp.Expression] = {}
+    found: dict[str, exp.Expr] = {}
     for expression in expressions:
         for node in expression.find_all(exp.AggFunc):
             if isinstance(node.parent, exp.Window) or _in_subquery(node, expression):
@@ -502,7 +502,7 @@ def _aggregates(expressions) -> list[exp.Expression]:
     return list(found.values())
 
 
-def _in_subquery(node: exp.Expression, root: exp.Expression) -> bool:
+def _in_subquery(node: exp.Expr, root: exp.Expr) -> bool:
     current = node
     while current is not root and current is not None:
         current = current.parent
@@ -511,11 +511,11 @@ def _in_subquery(node: exp.Expression, root: exp.Expression) -> bool:
     return False
 
 
-def _key(node: exp.Expression) -> str:
+def _key(node: exp.Expr) -> str:
     return node.sql(dialect=Sluice)
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     while isinstance(condition, exp.Paren):
         condition = condition.this
     if isinstance(condition, exp.And):
@@ -554,7 +554,7 @@ def _order_text(column: str, ordered: exp.Ordered) -> str:
     return f"{column} {'desc' if desc else 'asc'} {'nulls_first' if nulls_first else 'nulls_last'}"
 
 
-def _output_index(key: exp.Expression, columns: list[Col]) -> int:
+def _output_index(key: exp.Expr, columns: list[Col]) -> int:
     """The output a set operation's ORDER BY names: by position or by name."""
     if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= len(columns):
         return int(key.this) - 1
@@ -579,6 +579,6 @@ def _all_reads(plan: QueryPlan):
             yield from _all_reads(read.query)
 
 
-def _unsupported(node: exp.Expression) -> FeatureNotSupported:
+def _unsupported(node: exp.Expr) -> FeatureNotSupported:
     return FeatureNotSupported(f"EXPLAIN does not show a plan with {node.sql(dialect=Sluice)} yet")
 

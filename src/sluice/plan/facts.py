@@ -29,11 +29,8 @@ def registry_subjects(statement: ast.Statement) -> list[tuple[str, str, Span | N
         statement = statement.statement
     if not isinstance(statement, ast.CreateSource) or statement.format is None:
         return []
-    topic = next(
-        (o.value.value for o in statement.kafka_options if o.name == "TOPIC"),
-        None,
-    )
-    if not isinstance(topic, str):
+    topic = next((o.string.value for o in statement.kafka_options if o.name == "TOPIC"), None)
+    if topic is None:
         return []
     spec = statement.format
     sides = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
@@ -28,6 +30,9 @@ def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan | Sin
     def name_of(item_id: str | None) -> str | None:
         return None if item_id is None else catalog.by_id(item_id).name
 
+    columns: tuple[str, ...]
+    rows: list[tuple[str | None, ...]]
+
     if statement.kind == "SOURCES":
         columns = ("name", "type", "timeline", "dead_letter_table")
         rows = [
@@ -45,8 +50,8 @@ def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan | Sin
         columns = ("name", "timeline")
         rows = [(i.name, timeline_text(i.timeline)) for i in items]
     elif statement.kind == "SINKS":
-        rows = tuple((i.name, "kafka", name_of(i.sink_desc.source)) for i in items)
-        return SinkStatusPlan(rows, tuple(i.id for i in items))
+        sinks = tuple((i.name, "kafka", name_of(i.sink_desc.source)) for i in items)
+        return SinkStatusPlan(sinks, tuple(i.id for i in items))
     elif statement.kind == "CONNECTIONS":
         columns = ("name", "type")
         rows = [(i.name, i.connection_desc.connection_type) for i in items]
@@ -105,7 +110,7 @@ class ExplainWriter:
         self.line(depth + 1, f"timeline: {timeline_text(plan.timeline)}")
         self.reads([(r.item_id, r.errors) for r in plan.reads], depth + 1)
 
-    def reads(self, reads: list[tuple[str, str | None]], depth: int) -> None:
+    def reads(self, reads: Sequence[tuple[str, str | None]], depth: int) -> None:
         if not reads:
             return
         self.line(depth, "reads:")

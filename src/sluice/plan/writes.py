@@ -109,13 +109,13 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
     return WritePlan(item.id, statement.body.sql, "INSERT", rows=widened)
 
 
-def _first_extra(source: exp.Expression, width: int) -> exp.Expression:
+def _first_extra(source: exp.Expr, width: int) -> exp.Expr:
     """The first of the source's expressions beyond `width` (the source itself for `*`)."""
     outputs = source.expressions[0].expressions if isinstance(source, exp.Values) else source.selects
     return outputs[width] if len(outputs) > width else source
 
 
-def _default(text: str) -> exp.Expression:
+def _default(text: str) -> exp.Expr:
     """A column's default, parsed from its stored SQL, with no position: it is not where
     the statement's text is."""
     default = exp.maybe_parse(text, dialect=Sluice)
@@ -149,11 +149,11 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
     )
 
 
-def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expression]:
+def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expr]:
     """UPDATE's SET list as the value each column it names takes, in PostgreSQL's terms:
     a target is a column of the table (`x.b` a field of column `x`, `x[1]` an element of
     it), `(a, b) = (1, 2)` assigns a row, DEFAULT is the column's default."""
-    assigned: dict[str, exp.Expression] = {}
+    assigned: dict[str, exp.Expr] = {}
     defaults = dict(item.table_desc.defaults)
     for assignment in statement.body.expression.expressions:
         targets = assignment_targets(assignment.this)
@@ -170,7 +170,7 @@ def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expr
     return assigned
 
 
-def _row_values(assignment: exp.Expression, targets: list, statement: ast.BodyStatement) -> list[exp.Expression]:
+def _row_values(assignment: exp.Expr, targets: list, statement: ast.BodyStatement) -> list[exp.Expr]:
     """The values a multiple-column assignment gives its targets, one each."""
     source = assignment.expression
     span = span_of(source, statement.body)
@@ -186,7 +186,7 @@ def _row_values(assignment: exp.Expression, targets: list, statement: ast.BodySt
     )
 
 
-def _assigned_column(target: exp.Expression, item: Item, statement: ast.BodyStatement) -> str:
+def _assigned_column(target: exp.Expr, item: Item, statement: ast.BodyStatement) -> str:
     """The column an UPDATE target names; a field or an element of it is refused as
     PostgreSQL refuses it, or as not supported."""
     subscripted = isinstance(target, exp.Bracket)
@@ -213,19 +213,19 @@ def _assigned_column(target: exp.Expression, item: Item, statement: ast.BodyStat
 
 
 def _planned(
-    query: exp.Expression, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT"
+    query: exp.Expr, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT"
 ) -> QueryPlan:
     """`query`, built from parts of the statement's tree, planned: errors point into the
     statement's text."""
     return plan_query(ast.QueryBody(statement.body.sql, query, span=statement.body.span), catalog, status)
 
 
-def _is_true(condition: exp.Expression) -> exp.Expression:
+def _is_true(condition: exp.Expr) -> exp.Expr:
     """`COALESCE(condition, FALSE)`: rows where the condition is NULL are not touched."""
     return exp.func("COALESCE", exp.paren(condition.copy()), exp.false())
 
 
-def _select(item: Item, columns: list[exp.Expression]) -> exp.Select:
+def _select(item: Item, columns: list[exp.Expr]) -> exp.Select:
     """`SELECT <columns, named as the table's>`."""
     return exp.select(*(exp.alias_(c, col.name) for c, col in zip(columns, item.columns, strict=True)))
 
@@ -234,7 +234,7 @@ _INTEGER_RANGES = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
 _NOT_STORED = object()
 
 
-def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[tuple] | None:
+def _literal_rows(source: exp.Expr, names: list[str], item: Item) -> list[tuple] | None:
     """`VALUES` of plain literals (what SQL scripts insert most), as stored; None when any
     value needs Spark's casts or a column's default."""
     if not isinstance(source, exp.Values):
@@ -257,7 +257,7 @@ def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[
     return rows
 
 
-def _stored_literal(value: exp.Expression, type_name: str) -> object:
+def _stored_literal(value: exp.Expr, type_name: str) -> object:
     """A literal as a column of `type_name` stores it, or `_NOT_STORED` when only a cast
     on Spark can say (or refuse)."""
     if isinstance(value, exp.Null):
