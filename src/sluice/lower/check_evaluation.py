@@ -64,17 +64,17 @@ def check_evaluation(query: exp.Expr, fusion: Fusion | None = None) -> Checked:
     errors += [q for values in list(query.find_all(exp.Values)) if (q := _values_errors(values))]
     flags: list[str | None] = [None] * len(errors)
     carried: list[str] = []
-    if fusion is not None and root is not None and fusable(query, found):
+    if fusion is not None and root is not None and fusable(root.select, found):  # root.select is query
         own = [i for i, f in enumerate(found) if f[0] is query]
-        for i, name in zip(own, fuse(query, root.grouped, [found[i] for i in own], fusion), strict=True):
+        for i, name in zip(own, fuse(root.select, root.grouped, [found[i] for i in own], fusion), strict=True):
             flags[i] = name
-        carried = carry(query, root.grouped, fusion)
+        carried = carry(root.select, root.grouped, fusion)
     return Checked(query, errors, flags, carried)
 
 
 def _aggregates(nodes: list[exp.Expr]) -> list[exp.AggFunc]:
     """The aggregate calls among `nodes` (window functions and subqueries excluded)."""
-    found = []
+    found: list[exp.AggFunc] = []
     for node in nodes:
         stack = [node]
         while stack:
@@ -118,6 +118,7 @@ class _Select:
             written = [k.copy() for k in group.expressions] if group is not None else []
             keys = [self.expression(k) for k in (group.expressions if group is not None else [])]
             row = first(keys + [self.expression(a) for agg in aggregates for a in list(agg.iter_expressions())])
+        rows: list[Found]
         if where is not None and where_err is None and not any(joins):
             # A WHERE that cannot fail picks the rows to check as it picks the rows, so
             # Spark plans its equalities as joins, not a product of the tables.

@@ -27,10 +27,10 @@ def compare_jsonb(expression: exp.Expr) -> exp.Expr:
     """Every place `expression` compares jsonb values, in place: by canonical text for
     equality, by a sort key for order. A set operation that would deduplicate jsonb rows
     (UNION, INTERSECT, EXCEPT) is refused (`FeatureNotSupported`)."""
-    for node in expression.find_all(exp.Union, exp.Intersect, exp.Except):
-        deduplicates = node.args.get("distinct") or not isinstance(node, exp.Union)
-        if deduplicates and any(_is_jsonb(s.unalias()) for s in node.selects):
-            kind = type(node).__name__.upper()
+    for operation in expression.find_all(exp.Union, exp.Intersect, exp.Except):
+        deduplicates = operation.args.get("distinct") or not isinstance(operation, exp.Union)
+        if deduplicates and any(_is_jsonb(s.unalias()) for s in operation.selects):
+            kind = type(operation).__name__.upper()
             raise FeatureNotSupported(f"{kind} over jsonb columns is not supported yet (UNION ALL is)")
     for select in list(expression.find_all(exp.Select)):
         _distinct_as_grouping(select)

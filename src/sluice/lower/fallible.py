@@ -72,11 +72,11 @@ def _overflow(node: exp.Binary) -> Err:
     return when(happened, text(f"{_INTEGERS[result]} out of range"))
 
 
-def _integer_type(node: exp.Expr) -> exp.DataType.Type:
+def _integer_type(node: exp.Expr) -> exp.DType:
     """An integer operand's type; a literal's from its value (sqlglot calls them all INT)."""
     if isinstance(node, exp.Literal) and node.is_int and abs(int(node.this)) > 2**31 - 1:
         return exp.DataType.Type.BIGINT
-    return node.type.this
+    return node.type.this if node.type is not None else exp.DataType.Type.UNKNOWN
 
 
 def _cast(node: exp.Cast) -> Err:
@@ -100,7 +100,7 @@ def _cast(node: exp.Cast) -> Err:
     return when(failed, message)
 
 
-def _syntax_message(value: exp.Expr, target: exp.DataType.Type) -> exp.Expr:
+def _syntax_message(value: exp.Expr, target: exp.DType) -> exp.Expr:
     """PostgreSQL's complaint about text that is not a `target`: out of range for an
     integer that does not fit, invalid input syntax otherwise."""
     name = _PARSED[target]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from sluice.errors import InternalError
 from sluice.lower.errors_queries import Found
 
 
@@ -40,6 +41,8 @@ def fuse(select: exp.Select, grouped: bool, entries: list[Found], fusion: Fusion
     """Flag columns for `select`'s own errors (the evaluation rule's entries for it)."""
     names = []
     for _, err, _, clauses in entries:
+        if err is None:  # fusable: no join of it fails, so each entry has a row's error
+            raise InternalError.bug("a fused select's entry without its error")
         names.append(next(fusion.names))
         failed = exp.not_(exp.Is(this=err.copy(), expression=exp.Null()))
         per_row, widen_where = "group" not in clauses, "where" not in clauses

@@ -64,16 +64,17 @@ def _null_aware(node: exp.In) -> exp.Expr:
 def _with_null(query: exp.Query) -> exp.Query:
     """The rows of a one-column query whose value is NULL."""
     output = query.selects[0] if query.selects else None
-    plain = (
+    if output is None:
+        name = "_col_0"
+    elif (
         isinstance(query, exp.Select)
-        and output is not None
         and not any(query.args.get(k) for k in ("limit", "offset", "fetch", "group", "having"))
         and not output.find(exp.AggFunc, exp.Window)
-    )
-    if plain:
+    ):
         value = output.this if isinstance(output, exp.Alias) else output
         return query.copy().where(exp.Is(this=value.copy(), expression=exp.Null()), copy=False)
-    name = output.alias_or_name if output is not None else "_col_0"
+    else:
+        name = output.alias_or_name
     return (
         exp.select(exp.Literal.number(1))
         .from_(query.copy().subquery("q"))

@@ -19,6 +19,7 @@ def record_is_null(expression: exp.Expr) -> exp.Expr:
             exp.Dot(this=value.copy(), expression=exp.to_identifier(f.name, quoted=True))
             for f in value.type.expressions
         ]
+        checks: list[exp.Expr]
         if isinstance(test.parent, exp.Not):  # `r IS NOT NULL`; `NOT (r IS NULL)` has a Paren between
             checks = [exp.not_(exp.Is(this=v, expression=exp.Null())) for v in [value.copy(), *fields]]
             test.parent.replace(exp.paren(exp.and_(*checks)))

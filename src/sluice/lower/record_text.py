@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sluice.errors import InternalError
+
 _TEXT = exp.DataType.Type.TEXT
 # The quoting lambda's parameter: a field's text.
 _FIELD = "field_text"
@@ -26,6 +28,8 @@ def record_text(expression: exp.Expr) -> exp.Expr:
 def _record(value: exp.Expr) -> exp.Expr:
     """`(f1,f2,…)` of the struct `value`, NULL when `value` is. Each field's text appears
     once (quoted by a lambda), so a nested record's expression grows linearly."""
+    if value.type is None:
+        raise InternalError.bug("a record cast to text before its type was annotated")
     texts = exp.Array(expressions=[_field_text(_field(value, f)) for f in value.type.expressions])
     quoted = exp.Anonymous(this="transform", expressions=[texts, _quoting()])
     inner = exp.Anonymous(this="array_join", expressions=[quoted, exp.Literal.string(",")])

@@ -15,7 +15,7 @@ from sluice.errors import FeatureNotSupported
 from sluice.lower.jsonb import JSON_TYPEOF, JSON_TYPES, call, kind_is
 
 # Each extraction operator → whether it yields text (else a jsonb).
-_EXTRACTS = {
+_EXTRACTS: dict[type[exp.Expr], bool] = {
     exp.JSONExtract: False,
     exp.JSONBExtract: False,
     exp.JSONExtractScalar: True,
@@ -62,6 +62,7 @@ def _json_sql(node: exp.Expr) -> exp.Expr:
 
 def _variant_path(path: exp.Expr) -> str:
     """A `->` operand (key or index) or a `#>` text-array path as a VARIANT path."""
+    steps: list[str | int]
     if isinstance(path, exp.JSONPath):
         steps = []
         for part in path.expressions:

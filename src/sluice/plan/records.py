@@ -100,7 +100,7 @@ def build_records(expression: exp.Expr) -> exp.Expr:
     return expression
 
 
-def _is_value(node: exp.Tuple) -> bool:
+def _is_value(node: exp.Expr) -> bool:
     compared = isinstance(node.parent, (exp.In, exp.Binary)) and not isinstance(node.parent, exp.Is)
     return not compared and not isinstance(node.parent, (exp.Values, exp.Group))
 

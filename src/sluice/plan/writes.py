@@ -9,6 +9,8 @@ no cast are planned as the rows they store, so that carrying them out runs no qu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from sluice.catalog import items as kinds
@@ -17,6 +19,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
+    InternalError,
     ParseError,
     TooManyExpressions,
     UndefinedColumn,
@@ -111,14 +114,19 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
 
 def _first_extra(source: exp.Expr, width: int) -> exp.Expr:
     """The first of the source's expressions beyond `width` (the source itself for `*`)."""
-    outputs = source.expressions[0].expressions if isinstance(source, exp.Values) else source.selects
+    if isinstance(source, exp.Values):
+        outputs = source.expressions[0].expressions
+    elif isinstance(source, exp.Query):
+        outputs = source.selects
+    else:
+        return source
     return outputs[width] if len(outputs) > width else source
 
 
 def _default(text: str) -> exp.Expr:
     """A column's default, parsed from its stored SQL, with no position: it is not where
     the statement's text is."""
-    default = exp.maybe_parse(text, dialect=Sluice)
+    default: exp.Expr = exp.maybe_parse(text, dialect=Sluice)
     for node in default.walk():
         node.meta.pop("start", None)
     return default
@@ -192,6 +200,8 @@ def _assigned_column(target: exp.Expr, item: Item, statement: ast.BodyStatement)
     subscripted = isinstance(target, exp.Bracket)
     while isinstance(target, exp.Bracket):
         target = target.this
+    if not isinstance(target, exp.Column):  # the parser lets only (subscripted) columns through
+        raise InternalError.bug(f"an UPDATE target that is a {type(target).__name__}")
     name, *fields = [part.name for part in target.parts]
     span = span_of(target, statement.body)
     column = item.column(name)
@@ -225,7 +235,7 @@ def _is_true(condition: exp.Expr) -> exp.Expr:
     return exp.func("COALESCE", exp.paren(condition.copy()), exp.false())
 
 
-def _select(item: Item, columns: list[exp.Expr]) -> exp.Select:
+def _select(item: Item, columns: Sequence[exp.Expr]) -> exp.Select:
     """`SELECT <columns, named as the table's>`."""
     return exp.select(*(exp.alias_(c, col.name) for c, col in zip(columns, item.columns, strict=True)))
 

@@ -7,7 +7,8 @@ query nested too deeply for sqlglot's recursion a `StatementTooComplex`.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import sqlglot
 from sqlglot import exp
@@ -268,7 +269,7 @@ def _check_nesting(tokens: list[Token], offset: int) -> None:
 
 # Shapes sqlglot accepts leniently although they are not SQL; passed through, each would
 # silently become another query (`SELECT a JOIN b` → `SELECT a, b`).
-_LENIENT_SHAPES: list[tuple[type[exp.Expr] | tuple[type[exp.Expr], ...], str, object]] = [
+_LENIENT_SHAPES: list[tuple[type[exp.Expr] | tuple[type[exp.Expr], ...], str, Callable[[Any], object]]] = [
     (exp.Select, "JOIN requires a FROM clause", lambda e: e.args.get("joins") and not e.args.get("from_")),
     (exp.Select, "LATERAL must follow a comma or JOIN", lambda e: e.args.get("laterals")),
     (exp.Update, "UPDATE requires SET", lambda e: not e.args.get("expressions")),
