@@ -133,7 +133,7 @@ def _registry(desc: SinkDesc, catalog: Catalog) -> SchemaRegistry | SchemaIds | 
             if recorded():  # EXPLAIN PYSPARK registers nothing: the ids are its program's variables
                 return SchemaIds()
             connection = catalog.by_id(fmt.registry).connection_desc
-            return SchemaRegistry(connection.url, *(registry_login(connection, catalog) or ()))
+            return SchemaRegistry(connection.registry_url, *(registry_login(connection, catalog) or ()))
     return None
 
 
