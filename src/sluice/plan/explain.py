@@ -485,10 +485,10 @@ def _transform(node: exp.Expr, rewrite) -> exp.Expr:
 
 
 def _children(value, rewrite):
-    if isinstance(value, exp.Expr):
+    if isinstance(value, exp.Expression):
         return _transform(value, rewrite)
     if isinstance(value, list):
-        return [_transform(v, rewrite) if isinstance(v, exp.Expr) else v for v in value]
+        return [_transform(v, rewrite) if isinstance(v, exp.Expression) else v for v in value]
     return value
 
 
