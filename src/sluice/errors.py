@@ -407,9 +407,13 @@ class CharacterNotInRepertoire(SqlError):
 
 
 class InternalError(SqlError):
-    """A failure that is a bug in sluice, not the user's: DETAIL names the Python error."""
+    """A failure that is a bug in sluice, not the user's: DETAIL names what went wrong."""
 
     code = "XX000"
+
+    @classmethod
+    def bug(cls, detail: str) -> InternalError:
+        return cls("internal error", detail=detail, hint="this is a bug in sluice; please report it")
 
 
 class SparkQueryFailed(SqlError):
@@ -474,7 +478,7 @@ def as_sql_error(error: BaseException) -> SqlError:
         return DiskFull(str(error.filename or ""))
     first_line = next(iter(str(error).strip().splitlines()), "")
     named = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
-    return InternalError("internal error", detail=named, hint="this is a bug in sluice; please report it")
+    return InternalError.bug(named)
 
 
 def user_errors(function: Callable[..., T]) -> Callable[..., T]:

@@ -14,7 +14,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, UndefinedObject
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import Facts, registry_subjects
-from sluice.plan.facts import RegistrySchema
+from sluice.plan.facts import RegistrySchema, created_source
 from sluice.syntax import ast
 
 
@@ -26,7 +26,7 @@ def facts(statement: ast.Statement, catalog: Catalog, check_kafka: bool) -> Fact
         item = catalog.get(connection_name)
         if item is None or item.kind != kinds.CONNECTION:
             continue  # the planner reports the bad reference
-        if item.details.connection_type != kinds.SCHEMA_REGISTRY:
+        if item.connection_desc.connection_type != kinds.SCHEMA_REGISTRY:
             continue
         try:
             schema_id, schema = _registry(item, catalog).latest(subject)
@@ -40,7 +40,7 @@ def facts(statement: ast.Statement, catalog: Catalog, check_kafka: bool) -> Fact
 def validate(connection: Item, catalog: Catalog) -> None:
     """Reach a connection's brokers or schema registry as Materialize validates a
     connection; what failed, in Materialize's words, is an `ExternalSystemError`."""
-    if connection.details.connection_type != kinds.KAFKA:
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         _registry(connection, catalog).validate()
         return
     from sluice.kafka.client import (
@@ -49,30 +49,29 @@ def validate(connection: Item, catalog: Catalog) -> None:
         validate_connection,
     )
 
-    options = connection_options(connection.details, catalog)
+    options = connection_options(connection.connection_desc, catalog)
     try:
-        validate_connection(",".join(connection.details.brokers), connection_config(options.all()))
+        validate_connection(",".join(connection.connection_desc.brokers), connection_config(options.all()))
     except KafkaReadError as e:
         raise ExternalSystemError(str(e)) from None
 
 
 def _registry(connection: Item, catalog: Catalog) -> SchemaRegistry:
-    login = registry_login(connection.details, catalog)
-    return SchemaRegistry(connection.details.url, *(login or ()))
+    login = registry_login(connection.connection_desc, catalog)
+    return SchemaRegistry(connection.connection_desc.registry_url, *(login or ()))
 
 
 def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, int], ...]:
     """A source's topic must exist when the source is created: its partitions' low
     watermarks."""
-    if isinstance(statement, ast.Explain):
-        statement = statement.statement
-    if not isinstance(statement, ast.CreateSource):
+    source = created_source(statement)
+    if source is None:
         return ()
-    topic = next((o.value for o in statement.kafka_options if o.name == "TOPIC"), None)
-    connection = catalog.get(statement.connection.name)
+    topic = next((o.string for o in source.kafka_options if o.name == "TOPIC"), None)
+    connection = catalog.get(source.connection.name)
     if topic is None or connection is None or connection.kind != kinds.CONNECTION:
         return ()  # the planner reports these
-    if connection.details.connection_type != kinds.KAFKA:
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         return ()
     from sluice.kafka.client import (
         KafkaReadError,
@@ -81,8 +80,8 @@ def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, 
         watermarks,
     )
 
-    brokers = ",".join(connection.details.brokers)
-    config = connection_config(connection_options(connection.details, catalog).all())
+    brokers = ",".join(connection.connection_desc.brokers)
+    config = connection_config(connection_options(connection.connection_desc, catalog).all())
     try:
         marks = watermarks(brokers, topic.value, config)
     except TopicMissing:
@@ -96,6 +95,6 @@ def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, 
     except KafkaReadError as e:
         raise ExternalSystemError(
             f"cannot read topic '{topic.value}' from connection {connection.name}: {e}",
-            span=statement.connection.span,
+            span=source.connection.span,
         ) from None
     return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))

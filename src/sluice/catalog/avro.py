@@ -41,7 +41,7 @@ from sluice.catalog.types import (
     record,
     unique_columns,
 )
-from sluice.errors import FeatureNotSupported, InvalidSchema, Span
+from sluice.errors import FeatureNotSupported, InternalError, InvalidSchema, Span
 from sluice.kafka.decode import DEBEZIUM_JSON, parse_schema
 
 
@@ -197,7 +197,9 @@ class _TypeMapper:
             if resolved in _PRIMITIVE_TYPES:
                 return _PRIMITIVE_TYPES[resolved], False
             raise InvalidSchema(f'unknown Avro type "{resolved}" in "{field}"', span=self.span)
-        logical = _LOGICAL_TYPES.get(resolved.get("logicalType"))
+        if not isinstance(resolved, dict):  # a schema fastavro parsed: a union was handled above
+            raise InternalError.bug(f'Avro type {resolved!r} of "{field}" is no name, union or object')
+        logical = _LOGICAL_TYPES.get(resolved.get("logicalType", ""))
         precision = resolved.get("precision")
         if logical is NUMERIC and not (isinstance(precision, int) and precision > 0):
             # fastavro checks a decimal's scale but not its precision; no column holds none.
@@ -263,10 +265,11 @@ def schema_of(columns: tuple[Column, ...], name: str = "row") -> dict:
     def avro_type(sql_type: SqlType) -> object:
         if sql_type.name == "record":
             return {"type": "record", "name": f"record{next(record_names)}", "fields": fields(sql_type.fields)}
-        if sql_type.name == "list":
-            return {"type": "array", "items": ["null", avro_type(sql_type.element)]}
-        if sql_type.name == "map":
-            return {"type": "map", "values": ["null", avro_type(sql_type.element)]}
+        element = sql_type.element
+        if sql_type.name == "list" and element is not None:
+            return {"type": "array", "items": ["null", avro_type(element)]}
+        if sql_type.name == "map" and element is not None:
+            return {"type": "map", "values": ["null", avro_type(element)]}
         return AVRO_TYPE_OF.get(sql_type.name, "string")
 
     def fields(columns: tuple[Column, ...]) -> list[dict]:

@@ -58,7 +58,7 @@ def decode(hint: Any, data: Any) -> Any:
         return Column.from_json(data)
     if hint is Timeline:
         return Timeline.parse(data)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = _hints(hint)
         kwargs = {name: decode(hints[name], data[name]) for name in hints if name in data}
         return hint(**kwargs)

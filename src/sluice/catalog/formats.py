@@ -28,13 +28,13 @@ import math
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 import fastavro
 
 from sluice.catalog.avro import AVRO_TYPE_OF, avro_columns, debezium_columns, parse_avro_schema, schema_of
 from sluice.catalog.types import BYTEA, JSONB, TEXT, Column, SqlType, unique_columns
-from sluice.errors import FeatureNotSupported, InvalidParameterValue, Span
+from sluice.errors import FeatureNotSupported, InternalError, InvalidParameterValue, Span
 from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.values import pg_text
 
@@ -67,7 +67,6 @@ class Format:
     name: ClassVar[str]  # as SHOW and EXPLAIN name it
     syntax: ClassVar[str]  # the class name of its AST node
     native: ClassVar[Native] = None
-    unpack: ClassVar[Unpack] = "value"
     debezium: ClassVar[bool] = False  # whether a value in it may be a Debezium envelope
 
     @property
@@ -80,6 +79,10 @@ class Format:
         """The item id of the schema registry connection it reads schemas from."""
         return None
 
+    @property
+    def unpack(self) -> Unpack:
+        return "value"
+
     @classmethod
     def accepts(cls, node: Any) -> bool:
         return type(node).__name__ == cls.syntax
@@ -90,16 +93,20 @@ class Format:
         return None
 
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Format:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
         """What one side of a source's messages decodes to. When `registry_of(node)` names a
         connection, `registry` is its item id and `fetched` its schema for the side's subject."""
         raise NotImplementedError(cls.__name__)
 
     @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Format:
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Self:
         """The encoding of a sink's `columns` (its key's or its rows'); `registry` is the
         item id of the connection `registry_of` names."""
         raise FeatureNotSupported(f"FORMAT {cls.name.upper()} is not supported for sinks", span=span)
+
+    def debezium_columns(self, span: Span | None) -> tuple[Column, ...]:
+        """The columns of a Debezium envelope's rows, for a format with `debezium` set."""
+        raise InternalError.bug(f"FORMAT {self.name.upper()} holds no Debezium envelope")
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy):
         """The reader's decoder (for a format Spark does not decode natively). Decoders load
@@ -119,11 +126,11 @@ class _Whole(Format):
     sink_type: ClassVar[SqlType | None]  # the type a sink's one column must have (None: any)
 
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> _Whole:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
         return cls((cls.source_column,))
 
     @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> _Whole:
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Self:
         if len(columns) != 1:
             raise FeatureNotSupported(
                 f"FORMAT {cls.name.upper()} requires a single column, found {len(columns)}", span=span
@@ -173,10 +180,11 @@ def _shaped(sql_type: SqlType, value: Any, scalar: Callable[[SqlType, Any], Any]
     if sql_type.name == "record":
         fields = value.values() if isinstance(value, dict) else value
         return {f.name: _shaped(f.type, v, scalar) for f, v in zip(sql_type.fields, fields, strict=True)}
-    if sql_type.name == "list":
-        return [_shaped(sql_type.element, v, scalar) for v in value]
-    if sql_type.name == "map":
-        return {k: _shaped(sql_type.element, v, scalar) for k, v in value.items()}
+    element = sql_type.element
+    if sql_type.name == "list" and element is not None:
+        return [_shaped(element, v, scalar) for v in value]
+    if sql_type.name == "map" and element is not None:
+        return {k: _shaped(element, v, scalar) for k, v in value.items()}
     return scalar(sql_type, value)
 
 
@@ -201,16 +209,19 @@ def _json_scalar(sql_type: SqlType, value: Any) -> Any:
 class Json(Format):
     name = "json"
     syntax = "JsonFormat"
-    unpack = "variant"
+
+    @property
+    def unpack(self) -> Unpack:
+        return "variant"
 
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Json:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
         if node.array:
             raise FeatureNotSupported("JSON ARRAY format in sources not yet supported", span=node.span)
         return cls((Column("data", JSONB, False),))
 
     @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Json:
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Self:
         return cls(columns)
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> JsonDecoder:
@@ -251,14 +262,17 @@ class Csv(Format):
 
     name = "csv"
     syntax = "CsvFormat"
-    unpack = "items"
 
     @property
     def named(self) -> bool:
         return self.header
 
+    @property
+    def unpack(self) -> Unpack:
+        return "items"
+
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Csv:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
         delimiter = "," if node.delimiter is None else node.delimiter.value
         if len(delimiter) != 1:
             raise InvalidParameterValue("CSV delimiter must be a single character", span=node.delimiter.span)
@@ -318,14 +332,14 @@ class AvroInline(_Avro):
     schema_node = "InlineSchema"
 
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> AvroInline:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
         text = node.schema.schema
         columns, named = avro_columns(text.value, text.span)
         wire = node.schema.confluent_wire_format
         return cls(columns, named, text.value, True if wire is None else wire)
 
     @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> AvroInline:
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Self:
         raise FeatureNotSupported(
             "FORMAT AVRO USING SCHEMA is not supported for sinks",
             span=span,
@@ -355,12 +369,16 @@ class AvroRegistry(_Avro):
         return node.schema.connection
 
     @classmethod
-    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> AvroRegistry:
+    def for_source(cls, node: Any, registry: str | None, fetched: RegistrySchema | None) -> Self:
+        if registry is None or fetched is None:
+            raise InternalError.bug("a schema registry format planned without its registry's schema")
         columns, named = avro_columns(fetched.schema, node.span)
         return cls(columns, named, fetched.schema, registry, fetched.id)
 
     @classmethod
-    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> AvroRegistry:
+    def for_sink(cls, columns: tuple[Column, ...], span: Span | None, registry: str | None) -> Self:
+        if registry is None:
+            raise InternalError.bug("a schema registry format planned without its registry")
         schema = json.dumps(schema_of(columns))
         parse_avro_schema(schema, span)  # column names must be Avro names
         return cls(columns, True, schema, registry)
@@ -387,10 +405,10 @@ class AvroRegistry(_Avro):
 
 
 FormatDesc = Text | Bytes | Json | Csv | AvroInline | AvroRegistry
-FORMATS: tuple[type[Format], ...] = typing.get_args(FormatDesc)
+FORMATS: tuple[type[FormatDesc], ...] = typing.get_args(FormatDesc)
 
 
-def format_of(node: Any) -> type[Format]:
+def format_of(node: Any) -> type[FormatDesc]:
     """The format class of a format's AST node."""
     return next(cls for cls in FORMATS if cls.accepts(node))
 
@@ -424,7 +442,7 @@ def from_version_1(data: dict) -> dict:
 
 
 # The formats version-1 catalogs stored as SQL text for sinks, by that text's start.
-_VERSION_1_SINK_FORMATS = {
+_VERSION_1_SINK_FORMATS: dict[str, type[FormatDesc]] = {
     "TEXT": Text,
     "BYTES": Bytes,
     "JSON": Json,
@@ -432,7 +450,7 @@ _VERSION_1_SINK_FORMATS = {
 }
 
 
-def sink_format_from_version_1(sql: str, columns: tuple[Column, ...], registry: str | None) -> Format:
+def sink_format_from_version_1(sql: str, columns: tuple[Column, ...], registry: str | None) -> FormatDesc:
     """A sink's format, stored as SQL text by version-1 catalogs, for the sink's `columns`."""
     for start, cls in _VERSION_1_SINK_FORMATS.items():
         if sql == start or (start.endswith(" ") and sql.startswith(start)):

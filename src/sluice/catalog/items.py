@@ -9,10 +9,12 @@ their formats with the format registry's classes (`formats`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sluice.catalog.formats import FormatDesc
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
+from sluice.errors import InternalError
 
 CONNECTION = "connection"
 SOURCE = "source"
@@ -68,6 +70,13 @@ class ConnectionDesc:
     properties: tuple[tuple[str, str], ...] = ()
     # (OPTION NAME, item id of the secret) for each option given as `SECRET name`.
     secret_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def registry_url(self) -> str:
+        """A schema registry connection's URL (which planning made sure it has)."""
+        if self.url is None:
+            raise InternalError.bug(f"a {self.connection_type} connection has no URL")
+        return self.url
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,7 @@ class IndexDesc:
 
 
 Details = ConnectionDesc | SourceDesc | DeadLetterDesc | TableDesc | ViewDesc | SinkDesc | IndexDesc
+D = TypeVar("D", bound=Details)
 
 
 @dataclass(frozen=True)
@@ -157,3 +167,39 @@ class Item:
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
+
+    # The description of each kind, for code that knows the kind it holds: asking an item
+    # of another kind is a bug in sluice, reported as an internal error naming both.
+    @property
+    def connection_desc(self) -> ConnectionDesc:
+        return self._details(ConnectionDesc)
+
+    @property
+    def source_desc(self) -> SourceDesc:
+        return self._details(SourceDesc)
+
+    @property
+    def dead_letter_desc(self) -> DeadLetterDesc:
+        return self._details(DeadLetterDesc)
+
+    @property
+    def table_desc(self) -> TableDesc:
+        return self._details(TableDesc)
+
+    @property
+    def view_desc(self) -> ViewDesc:
+        """Of a view or a materialized view."""
+        return self._details(ViewDesc)
+
+    @property
+    def sink_desc(self) -> SinkDesc:
+        return self._details(SinkDesc)
+
+    @property
+    def index_desc(self) -> IndexDesc:
+        return self._details(IndexDesc)
+
+    def _details(self, wanted: type[D]) -> D:
+        if isinstance(self.details, wanted):
+            return self.details
+        raise InternalError.bug(f'{self.kind} "{self.name}" has no {wanted.__name__}')

@@ -119,7 +119,7 @@ class Catalog:
         continuous = {
             item.id
             for item in self.items
-            if item.kind == kinds.SOURCE and item.details.dead_letter_table is not None
+            if item.kind == kinds.SOURCE and item.source_desc.dead_letter_table is not None
         }
         views = [item.id for item in self.items if item.kind == kinds.MATERIALIZED_VIEW]
         return continuous | set(self.upstream_sources(views))

@@ -38,13 +38,13 @@ class Checked:
     errors query has rows: `flags[i]` names the column for `errors[i]` (None: only the
     query knows), and `carried` the input flag columns its rows carry on."""
 
-    query: exp.Expression
+    query: exp.Expr
     errors: list[exp.Query] = field(default_factory=list)
     flags: list[str | None] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
 
 
-def check_evaluation(query: exp.Expression, fusion: Fusion | None = None) -> Checked:
+def check_evaluation(query: exp.Expr, fusion: Fusion | None = None) -> Checked:
     """Rewrite `query` (qualified and type-annotated) in place as the module says; with
     `fusion`, its root SELECT also flags its errors in its own rows."""
     try:
@@ -64,17 +64,17 @@ def check_evaluation(query: exp.Expression, fusion: Fusion | None = None) -> Che
     errors += [q for values in list(query.find_all(exp.Values)) if (q := _values_errors(values))]
     flags: list[str | None] = [None] * len(errors)
     carried: list[str] = []
-    if fusion is not None and root is not None and fusable(query, found):
+    if fusion is not None and root is not None and fusable(root.select, found):  # root.select is query
         own = [i for i, f in enumerate(found) if f[0] is query]
-        for i, name in zip(own, fuse(query, root.grouped, [found[i] for i in own], fusion), strict=True):
+        for i, name in zip(own, fuse(root.select, root.grouped, [found[i] for i in own], fusion), strict=True):
             flags[i] = name
-        carried = carry(query, root.grouped, fusion)
+        carried = carry(root.select, root.grouped, fusion)
     return Checked(query, errors, flags, carried)
 
 
-def _aggregates(nodes: list[exp.Expression]) -> list[exp.AggFunc]:
+def _aggregates(nodes: list[exp.Expr]) -> list[exp.AggFunc]:
     """The aggregate calls among `nodes` (window functions and subqueries excluded)."""
-    found = []
+    found: list[exp.AggFunc] = []
     for node in nodes:
         stack = [node]
         while stack:
@@ -95,7 +95,7 @@ class _Select:
         self.select = select
         # Per group, aggregates and grouping keys are values computed (and checked) per row.
         self.opaque_aggregates = False
-        self.keys: list[tuple[exp.Expression, exp.Expression]] = []  # (as written, made safe)
+        self.keys: list[tuple[exp.Expr, exp.Expr]] = []  # (as written, made safe)
         self.grouped = False
 
     def check(self) -> list[Found]:
@@ -118,6 +118,7 @@ class _Select:
             written = [k.copy() for k in group.expressions] if group is not None else []
             keys = [self.expression(k) for k in (group.expressions if group is not None else [])]
             row = first(keys + [self.expression(a) for agg in aggregates for a in list(agg.iter_expressions())])
+        rows: list[Found]
         if where is not None and where_err is None and not any(joins):
             # A WHERE that cannot fail picks the rows to check as it picks the rows, so
             # Spark plans its equalities as joins, not a product of the tables.
@@ -137,19 +138,19 @@ class _Select:
         return rows + [(select, group_err, [None] * len(joins), ("where", "group"))]
 
     @staticmethod
-    def kept(clause: exp.Expression | None, err: Err) -> Err:
+    def kept(clause: exp.Expr | None, err: Err) -> Err:
         """`err` for the rows a WHERE/HAVING keeps."""
         if clause is None or err is None:
             return err
         return when(clause.this.copy(), err)
 
-    def ordering(self, ordered: list[exp.Expression]) -> list[Err]:
+    def ordering(self, ordered: list[exp.Expr]) -> list[Err]:
         """ORDER BY errors, where the errors query can name every column they read (an
         output alias it cannot)."""
         errors = [self.expression(o) for o in ordered]
         return [e for e in errors if e is None or all(c.table for c in e.find_all(exp.Column))]
 
-    def expression(self, node: exp.Expression | None) -> Err:
+    def expression(self, node: exp.Expr | None) -> Err:
         """Make `node` safe in place; the expression giving its error text, or None."""
         if node is None or isinstance(node, (exp.Query, exp.Subquery)):
             return None

@@ -23,14 +23,14 @@ _EQUALITIES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
 _ORDERINGS = (exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
-def compare_jsonb(expression: exp.Expression) -> exp.Expression:
+def compare_jsonb(expression: exp.Expr) -> exp.Expr:
     """Every place `expression` compares jsonb values, in place: by canonical text for
     equality, by a sort key for order. A set operation that would deduplicate jsonb rows
     (UNION, INTERSECT, EXCEPT) is refused (`FeatureNotSupported`)."""
-    for node in expression.find_all(exp.Union, exp.Intersect, exp.Except):
-        deduplicates = node.args.get("distinct") or not isinstance(node, exp.Union)
-        if deduplicates and any(_is_jsonb(s.unalias()) for s in node.selects):
-            kind = type(node).__name__.upper()
+    for operation in expression.find_all(exp.Union, exp.Intersect, exp.Except):
+        deduplicates = operation.args.get("distinct") or not isinstance(operation, exp.Union)
+        if deduplicates and any(_is_jsonb(s.unalias()) for s in operation.selects):
+            kind = type(operation).__name__.upper()
             raise FeatureNotSupported(f"{kind} over jsonb columns is not supported yet (UNION ALL is)")
     for select in list(expression.find_all(exp.Select)):
         _distinct_as_grouping(select)
@@ -39,8 +39,8 @@ def compare_jsonb(expression: exp.Expression) -> exp.Expression:
         for part in node.args.get("expressions") or node.args.get("partition_by") or []:
             if _is_jsonb(part):
                 part.replace(_text(part.copy()))
-    for node in list(expression.find_all(*_EQUALITIES, *_ORDERINGS, exp.In)):
-        _compare(node)
+    for compared in list(expression.find_all(*_EQUALITIES, *_ORDERINGS, exp.In)):
+        _compare(compared)
     for ordered in list(expression.find_all(exp.Ordered)):
         if _is_jsonb(ordered.this):
             ordered.set("this", _sort_key(ordered.this))
@@ -78,7 +78,7 @@ def _group_by_text(select: exp.Select) -> None:
                     node.replace(call("parse_json", _text(written.copy())))
 
 
-def _compare(node: exp.Expression) -> None:
+def _compare(node: exp.Expr) -> None:
     if isinstance(node, exp.In):
         if not _is_jsonb(node.this):
             return
@@ -100,24 +100,24 @@ def _compare(node: exp.Expression) -> None:
     node.set("expression", compared(right))
 
 
-def _as_jsonb(value: exp.Expression) -> exp.Expression:
+def _as_jsonb(value: exp.Expr) -> exp.Expr:
     """`value`, a jsonb; text compared with a jsonb is read as one."""
     return value if _is_jsonb(value) else call("parse_json", value)
 
 
-def _text(value: exp.Expression) -> exp.Expression:
+def _text(value: exp.Expr) -> exp.Expr:
     """A jsonb's canonical JSON text."""
     return call("to_json", _as_jsonb(value))
 
 
-def _sort_key(value: exp.Expression) -> exp.Expression:
+def _sort_key(value: exp.Expr) -> exp.Expr:
     value = _as_jsonb(value)
     schema = call("schema_of_variant", value)
 
-    def get(as_type: str) -> exp.Expression:
+    def get(as_type: str) -> exp.Expr:
         return call("try_variant_get", value.copy(), exp.Literal.string("$"), exp.Literal.string(as_type))
 
-    def rank(name: str) -> exp.Expression:
+    def rank(name: str) -> exp.Expr:
         return exp.Literal.number(_TYPE_ORDER.index(name))
 
     ranks = [exp.If(this=kind_is(schema, prefix), true=rank(name)) for prefix, name in JSON_TYPEOF.items()]
@@ -133,7 +133,7 @@ def _sort_key(value: exp.Expression) -> exp.Expression:
     return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())], default=key)
 
 
-def _is_jsonb(node: exp.Expression) -> bool:
+def _is_jsonb(node: exp.Expr) -> bool:
     if isinstance(node, (exp.JSONExtractScalar, exp.JSONBExtractScalar)):  # sqlglot types `#>>` jsonb
         return False
     if isinstance(node, exp.Paren):

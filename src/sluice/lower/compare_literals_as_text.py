@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def compare_literals_as_text(expression: exp.Expression) -> exp.Expression:
+def compare_literals_as_text(expression: exp.Expr) -> exp.Expr:
     """Each `'literal' IN (SELECT number …)` in `expression` as a comparison of texts
     (both sides cast to TEXT), in place, innermost first."""
     for node in reversed(list(expression.find_all(exp.In))):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def empty_in_lists(expression: exp.Expression) -> exp.Expression:
+def empty_in_lists(expression: exp.Expr) -> exp.Expr:
     """Each `IN` of an empty list in `expression` as FALSE, in place."""
     for node in list(expression.find_all(exp.In)):
         empty = not node.expressions and not node.args.get("unnest") and not node.args.get("field")

@@ -7,10 +7,10 @@ from sqlglot import exp
 
 from sluice.errors import EVALUATION_ERROR as PREFIX
 
-Err = exp.Expression | None
+Err = exp.Expr | None
 
 
-def text(message: str) -> exp.Expression:
+def text(message: str) -> exp.Expr:
     return exp.Literal.string(PREFIX + message)
 
 
@@ -24,7 +24,7 @@ def first(errors: list[Err]) -> Err:
     return exp.Coalesce(this=present[0], expressions=present[1:])
 
 
-def when(condition: exp.Expression, then: Err, otherwise: Err = None) -> Err:
+def when(condition: exp.Expr, then: Err, otherwise: Err = None) -> Err:
     """`then` where `condition` holds, else `otherwise`."""
     if then is None and otherwise is None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sluice.errors import InternalError
 from sluice.lower.error_text import Err, first
 
 MESSAGE = "message"
@@ -34,6 +35,8 @@ def errors_query(select: exp.Select, err: Err, joins: list[Err], clauses: tuple[
         if select.args.get(clause) is not None:
             rows.set(clause, select.args[clause].copy())
     err = first([*joins, err])
+    if err is None:
+        raise InternalError.bug("an errors query of a select that cannot fail")
     rows.select(exp.alias_(err, MESSAGE), copy=False)
     query = messages(rows.subquery("errs"))
     ctes = [cte.copy() for cte in _visible_ctes(select)]
@@ -42,7 +45,7 @@ def errors_query(select: exp.Select, err: Err, joins: list[Err], clauses: tuple[
     return query
 
 
-def messages(rows: exp.Expression) -> exp.Select:
+def messages(rows: exp.Expr) -> exp.Select:
     """The errors among `rows`, a relation with a `message` column NULL where none."""
     return exp.select(MESSAGE).from_(rows).where(exp.column(MESSAGE).is_(exp.null()).not_())
 
@@ -50,7 +53,7 @@ def messages(rows: exp.Expression) -> exp.Select:
 def _visible_ctes(select: exp.Select) -> list[exp.CTE]:
     """The CTEs of every query enclosing `select`, outermost first."""
     ctes: list[exp.CTE] = []
-    node = select
+    node: exp.Expr | None = select
     while node is not None:
         with_ = node.args.get("with_") if isinstance(node, exp.Query) else None
         if with_ is not None:

@@ -31,7 +31,7 @@ _TEXT = {*exp.DataType.TEXT_TYPES, exp.DataType.Type.UNKNOWN}
 _SAFE_ARITHMETIC = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}
 
 
-def make_safe(node: exp.Expression) -> Err:
+def make_safe(node: exp.Expr) -> Err:
     """The error `node` itself can raise (its operands already safe), rewriting it into
     the form that yields NULL instead."""
     if isinstance(node, (exp.Div, exp.Mod, exp.IntDiv)):
@@ -48,7 +48,7 @@ def make_safe(node: exp.Expression) -> Err:
         safe_divisor.type = divisor.type
         node.set("expression", safe_divisor)
         return err
-    if type(node) in _SAFE_ARITHMETIC:
+    if isinstance(node, exp.Binary) and type(node) in _SAFE_ARITHMETIC:
         return _overflow(node)
     if type(node) is exp.Cast:
         return _cast(node)
@@ -72,11 +72,11 @@ def _overflow(node: exp.Binary) -> Err:
     return when(happened, text(f"{_INTEGERS[result]} out of range"))
 
 
-def _integer_type(node: exp.Expression) -> exp.DataType.Type:
+def _integer_type(node: exp.Expr) -> exp.DType:
     """An integer operand's type; a literal's from its value (sqlglot calls them all INT)."""
     if isinstance(node, exp.Literal) and node.is_int and abs(int(node.this)) > 2**31 - 1:
         return exp.DataType.Type.BIGINT
-    return node.type.this
+    return node.type.this if node.type is not None else exp.DataType.Type.UNKNOWN
 
 
 def _cast(node: exp.Cast) -> Err:
@@ -100,7 +100,7 @@ def _cast(node: exp.Cast) -> Err:
     return when(failed, message)
 
 
-def _syntax_message(value: exp.Expression, target: exp.DataType.Type) -> exp.Expression:
+def _syntax_message(value: exp.Expr, target: exp.DType) -> exp.Expr:
     """PostgreSQL's complaint about text that is not a `target`: out of range for an
     integer that does not fit, invalid input syntax otherwise."""
     name = _PARSED[target]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from sluice.errors import InternalError
 from sluice.lower.errors_queries import Found
 
 
@@ -40,6 +41,8 @@ def fuse(select: exp.Select, grouped: bool, entries: list[Found], fusion: Fusion
     """Flag columns for `select`'s own errors (the evaluation rule's entries for it)."""
     names = []
     for _, err, _, clauses in entries:
+        if err is None:  # fusable: no join of it fails, so each entry has a row's error
+            raise InternalError.bug("a fused select's entry without its error")
         names.append(next(fusion.names))
         failed = exp.not_(exp.Is(this=err.copy(), expression=exp.Null()))
         per_row, widen_where = "group" not in clauses, "where" not in clauses
@@ -60,7 +63,7 @@ def carry(select: exp.Select, grouped: bool, fusion: Fusion) -> list[str]:
 
 
 def _report(
-    select: exp.Select, grouped: bool, failed: exp.Expression, name: str, per_row: bool, widen_where: bool
+    select: exp.Select, grouped: bool, failed: exp.Expr, name: str, per_row: bool, widen_where: bool
 ) -> None:
     """Add column `name`: whether a row (or, grouped, a group) has `failed`. Rows and
     groups it marks are kept by the WHERE and HAVING, so the flag reaches the result."""
@@ -73,7 +76,7 @@ def _report(
     select.select(exp.alias_(failed.copy(), name), append=True, copy=False)
 
 
-def _widen(select: exp.Select, clause: str, condition: exp.Expression) -> None:
+def _widen(select: exp.Select, clause: str, condition: exp.Expr) -> None:
     node = select.args.get(clause)
     if node is not None:
         node.set("this", exp.or_(exp.paren(node.this), condition.copy()))

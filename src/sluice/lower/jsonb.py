@@ -10,11 +10,11 @@ JSON_TYPES = (exp.DataType.Type.JSON, exp.DataType.Type.JSONB)
 JSON_TYPEOF = {"OBJECT": "object", "ARRAY": "array", "STRING": "string", "BOOLEAN": "boolean", "VOID": "null"}
 
 
-def call(name: str, *arguments: exp.Expression) -> exp.Expression:
+def call(name: str, *arguments: exp.Expr) -> exp.Expr:
     """A Spark function call as written (sqlglot would drop `parse_json` for Spark)."""
     return exp.Anonymous(this=name, expressions=list(arguments))
 
 
-def kind_is(schema: exp.Expression, prefix: str) -> exp.Expression:
+def kind_is(schema: exp.Expr, prefix: str) -> exp.Expr:
     """Whether a `schema_of_variant` result names the JSON type `prefix` (`JSON_TYPEOF`)."""
     return call("startswith", schema.copy(), exp.Literal.string(prefix))

@@ -26,7 +26,7 @@ from sluice.lower.record_text import record_text
 from sluice.lower.rewrite_jsonb_operators import rewrite_jsonb_operators
 from sluice.lower.scale_numeric_casts import scale_numeric_casts
 
-Rule = Callable[[exp.Expression], exp.Expression]
+Rule = Callable[[exp.Expr], exp.Expr]
 
 RULES: tuple[Rule, ...] = (
     # Records first, while their fields have types for the rules after them.
@@ -55,7 +55,7 @@ class Lowered:
     carried: list[str]
 
 
-def lower(query: exp.Expression, relations: dict[str, str], fusion: Fusion | None = None) -> Lowered:
+def lower(query: exp.Expr, relations: dict[str, str], fusion: Fusion | None = None) -> Lowered:
     """`query` (left unchanged) lowered, the relations it reads named as `relations` says
     (`name_relations`)."""
     checked = check_evaluation(name_relations(query.copy(), relations), fusion)
@@ -63,7 +63,7 @@ def lower(query: exp.Expression, relations: dict[str, str], fusion: Fusion | Non
     return Lowered(spark_sql(checked.query), errors, checked.flags, checked.carried)
 
 
-def spark_sql(query: exp.Expression, rules: Sequence[Rule] = RULES) -> str:
+def spark_sql(query: exp.Expr, rules: Sequence[Rule] = RULES) -> str:
     """A copy of `query` through `rules` in order, as Spark SQL."""
     query = query.copy()
     for rule in rules:

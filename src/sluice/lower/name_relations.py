@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def name_relations(expression: exp.Expression, relations: dict[str, str]) -> exp.Expression:
+def name_relations(expression: exp.Expr, relations: dict[str, str]) -> exp.Expr:
     """Each table of `expression` that `relations` names (by catalog name, or `only
     errors(name)` for a source read ONLY ERRORS) renamed to its view, in place. An IGNORE /
     ONLY ERRORS modifier the tree may still carry is no SQL: Spark SQL never shows it."""

@@ -14,7 +14,7 @@ from sqlglot import exp
 _TRUTH_ONLY = (exp.Where, exp.Having)
 
 
-def null_aware_in(expression: exp.Expression) -> exp.Expression:
+def null_aware_in(expression: exp.Expr) -> exp.Expr:
     """Each `IN (subquery)` of `expression` whose NULL counts, as a CASE over Spark's
     two-valued IN and EXISTS, in place. Innermost first: an outer IN's rewrite copies its
     subquery, inner INs included."""
@@ -24,7 +24,7 @@ def null_aware_in(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def _truth_only(node: exp.Expression) -> bool:
+def _truth_only(node: exp.Expr) -> bool:
     """Whether only the truth of `node` counts: NULL and false both reject the row."""
     while True:
         parent = node.parent
@@ -40,14 +40,14 @@ def _truth_only(node: exp.Expression) -> bool:
             return False
 
 
-def _null_aware(node: exp.In) -> exp.Expression:
+def _null_aware(node: exp.In) -> exp.Expr:
     """`x IN (q)` with PostgreSQL's NULLs, from Spark's two-valued IN and EXISTS."""
     subquery = node.args["query"]
     query = subquery.this if isinstance(subquery, exp.Subquery) else subquery
     value = node.this
     some_null = _with_null(query)
 
-    def exists(q: exp.Expression) -> exp.Exists:
+    def exists(q: exp.Expr) -> exp.Exists:
         return exp.Exists(this=q.copy())
 
     return exp.Case(
@@ -64,16 +64,17 @@ def _null_aware(node: exp.In) -> exp.Expression:
 def _with_null(query: exp.Query) -> exp.Query:
     """The rows of a one-column query whose value is NULL."""
     output = query.selects[0] if query.selects else None
-    plain = (
+    if output is None:
+        name = "_col_0"
+    elif (
         isinstance(query, exp.Select)
-        and output is not None
         and not any(query.args.get(k) for k in ("limit", "offset", "fetch", "group", "having"))
         and not output.find(exp.AggFunc, exp.Window)
-    )
-    if plain:
+    ):
         value = output.this if isinstance(output, exp.Alias) else output
         return query.copy().where(exp.Is(this=value.copy(), expression=exp.Null()), copy=False)
-    name = output.alias_or_name if output is not None else "_col_0"
+    else:
+        name = output.alias_or_name
     return (
         exp.select(exp.Literal.number(1))
         .from_(query.copy().subquery("q"))

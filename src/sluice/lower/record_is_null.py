@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def record_is_null(expression: exp.Expression) -> exp.Expression:
+def record_is_null(expression: exp.Expr) -> exp.Expr:
     """Every null test of a record in the type-annotated `expression` as tests of its
     fields, in place, innermost first."""
     for test in reversed(list(expression.find_all(exp.Is))):
@@ -19,6 +19,7 @@ def record_is_null(expression: exp.Expression) -> exp.Expression:
             exp.Dot(this=value.copy(), expression=exp.to_identifier(f.name, quoted=True))
             for f in value.type.expressions
         ]
+        checks: list[exp.Expr]
         if isinstance(test.parent, exp.Not):  # `r IS NOT NULL`; `NOT (r IS NULL)` has a Paren between
             checks = [exp.not_(exp.Is(this=v, expression=exp.Null())) for v in [value.copy(), *fields]]
             test.parent.replace(exp.paren(exp.and_(*checks)))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sluice.errors import InternalError
+
 _TEXT = exp.DataType.Type.TEXT
 # The quoting lambda's parameter: a field's text.
 _FIELD = "field_text"
@@ -14,7 +16,7 @@ _FIELD = "field_text"
 _SPECIAL = r'[ \t\n\r\x0b\f",()\\]'
 
 
-def record_text(expression: exp.Expression) -> exp.Expression:
+def record_text(expression: exp.Expr) -> exp.Expr:
     """Every cast of a record to text in the type-annotated `expression` as an expression
     yielding PostgreSQL's text of the record, in place, innermost first."""
     for cast in reversed(list(expression.find_all(exp.Cast))):
@@ -23,9 +25,11 @@ def record_text(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def _record(value: exp.Expression) -> exp.Expression:
+def _record(value: exp.Expr) -> exp.Expr:
     """`(f1,f2,…)` of the struct `value`, NULL when `value` is. Each field's text appears
     once (quoted by a lambda), so a nested record's expression grows linearly."""
+    if value.type is None:
+        raise InternalError.bug("a record cast to text before its type was annotated")
     texts = exp.Array(expressions=[_field_text(_field(value, f)) for f in value.type.expressions])
     quoted = exp.Anonymous(this="transform", expressions=[texts, _quoting()])
     inner = exp.Anonymous(this="array_join", expressions=[quoted, exp.Literal.string(",")])
@@ -33,14 +37,14 @@ def _record(value: exp.Expression) -> exp.Expression:
     return exp.If(this=exp.Anonymous(this="isnull", expressions=[value.copy()]), true=exp.Null(), false=text)
 
 
-def _field(value: exp.Expression, field: exp.ColumnDef) -> exp.Expression:
+def _field(value: exp.Expr, field: exp.ColumnDef) -> exp.Expr:
     """`value`'s field `field`, typed as the field is."""
     access = exp.Dot(this=value.copy(), expression=exp.to_identifier(field.name, quoted=True))
     access.type = field.args.get("kind")
     return access
 
 
-def _field_text(field: exp.Expression) -> exp.Expression:
+def _field_text(field: exp.Expr) -> exp.Expr:
     """A field's text as PostgreSQL's output function of its type gives it."""
     if field.is_type(exp.DataType.Type.STRUCT):
         return _record(field)

@@ -15,7 +15,7 @@ from sluice.errors import FeatureNotSupported
 from sluice.lower.jsonb import JSON_TYPEOF, JSON_TYPES, call, kind_is
 
 # Each extraction operator → whether it yields text (else a jsonb).
-_EXTRACTS = {
+_EXTRACTS: dict[type[exp.Expr], bool] = {
     exp.JSONExtract: False,
     exp.JSONBExtract: False,
     exp.JSONExtractScalar: True,
@@ -24,7 +24,7 @@ _EXTRACTS = {
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def rewrite_jsonb_operators(expression: exp.Expression) -> exp.Expression:
+def rewrite_jsonb_operators(expression: exp.Expr) -> exp.Expr:
     """`expression`'s jsonb operators, functions and casts rewritten in place, innermost
     first (an outer operator's operand is then already rewritten). A path that is not a
     constant, or that no VARIANT path can spell, is refused (`FeatureNotSupported`)."""
@@ -34,7 +34,7 @@ def rewrite_jsonb_operators(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def _is_jsonb_operation(node: exp.Expression) -> bool:
+def _is_jsonb_operation(node: exp.Expr) -> bool:
     """Whether `node` is a jsonb operator, function or cast the rule rewrites."""
     if isinstance(node, exp.Anonymous):
         return node.name.lower() == "jsonb_typeof"
@@ -43,7 +43,7 @@ def _is_jsonb_operation(node: exp.Expression) -> bool:
     return True
 
 
-def _json_sql(node: exp.Expression) -> exp.Expression:
+def _json_sql(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous):
         return _typeof(node.expressions[0])
     if isinstance(node, exp.Cast):
@@ -60,8 +60,9 @@ def _json_sql(node: exp.Expression) -> exp.Expression:
     return exp.func("try_variant_get", *arguments)
 
 
-def _variant_path(path: exp.Expression) -> str:
+def _variant_path(path: exp.Expr) -> str:
     """A `->` operand (key or index) or a `#>` text-array path as a VARIANT path."""
+    steps: list[str | int]
     if isinstance(path, exp.JSONPath):
         steps = []
         for part in path.expressions:
@@ -93,7 +94,7 @@ def _path_step(step: str | int) -> str:
     raise FeatureNotSupported(f"jsonb key {step!r} has both kinds of quote")
 
 
-def _typeof(value: exp.Expression) -> exp.Expression:
+def _typeof(value: exp.Expr) -> exp.Expr:
     schema = call("schema_of_variant", value)
     return exp.Case(
         ifs=[

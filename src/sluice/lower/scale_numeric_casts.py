@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def scale_numeric_casts(expression: exp.Expression) -> exp.Expression:
+def scale_numeric_casts(expression: exp.Expr) -> exp.Expr:
     """Every cast to a `numeric` without precision in `expression` as one to
     DECIMAL(38, 10), in place."""
     for cast in expression.find_all(exp.Cast):

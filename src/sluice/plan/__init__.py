@@ -6,7 +6,9 @@ option validation and the timeline check all happen here; the session applies th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
@@ -31,7 +33,7 @@ from sluice.plan.plans import (
     ValidatePlan,
     WritePlan,
 )
-from sluice.plan.queries import plan_query, relation_read
+from sluice.plan.queries import plan_query, relation_read, view_query
 from sluice.plan.sources import plan_create_source
 from sluice.plan.timelines import single_timeline
 from sluice.syntax import ast
@@ -57,7 +59,8 @@ __all__ = [
     "sink_query",
 ]
 
-_CREATES = {
+# The creations planned alike (each function takes the statement its key names).
+_CREATES: dict[type[ast.Statement], tuple[str, Callable[[Any, Catalog], Item]]] = {
     ast.CreateConnection: ("CONNECTION", connections.plan_create_connection),
     ast.CreateTable: ("TABLE", ddl.plan_create_table),
     ast.CreateSink: ("SINK", ddl.plan_create_sink),
@@ -131,7 +134,7 @@ def _subscribe_query(statement: ast.Subscribe, catalog: Catalog) -> QueryPlan:
 
 def sink_query(sink: Item, catalog: Catalog) -> QueryPlan:
     """The query a sink's job evaluates: its whole relation."""
-    relation = catalog.by_id(sink.details.source)
+    relation = catalog.by_id(sink.sink_desc.source)
     return _whole_relation(relation, catalog, relation.name, None, "SINK")
 
 
@@ -222,28 +225,34 @@ def _explained(statement: ast.Explain, catalog: Catalog, facts: Facts) -> _Expla
     writer = introspect.ExplainWriter(catalog)
     if isinstance(inner, (ast.Select, ast.Subscribe)):
         subscribes = isinstance(inner, ast.Subscribe)
-        query = _subscribe_query(inner, catalog) if subscribes else plan_query(inner.body, catalog)
+        query = _subscribe_query(inner, catalog) if isinstance(inner, ast.Subscribe) else plan_query(inner.body, catalog)
         writer.query(query)
         return _Explained(query, None, catalog, query.timeline, writer, subscribes)
     if isinstance(inner, ast.ExplainView):
         kind = kinds.MATERIALIZED_VIEW if inner.materialized else kinds.VIEW
         item = resolve(catalog, inner.name, kind)
         writer.relation(item, None, 0)
-        return _Explained(relation_read(item, None, catalog).query, item, catalog, item.timeline, writer)
-    created = plan(inner, catalog, facts)
-    if isinstance(created, NoticePlan):
-        raise DuplicateObject(f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span)
+        return _Explained(view_query(item, catalog), item, catalog, item.timeline, writer)
+    created = _created(inner, catalog, facts)
     staged = catalog.with_items(created.items)
     writer = introspect.ExplainWriter(staged)
     item = created.items[0]
     writer.line(0, f"{created.status} {item.name}")
     writer.relation(item, None, 1)
-    query = None
+    created_query: QueryPlan | None = None  # none for a source
     if item.kind == kinds.SINK:
-        query = sink_query(item, staged)
+        created_query = sink_query(item, staged)
     elif item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
-        query = relation_read(item, None, staged).query
-    return _Explained(query, item, staged, _explained_timeline(item, staged), writer)
+        created_query = view_query(item, staged)
+    return _Explained(created_query, item, staged, _explained_timeline(item, staged), writer)
+
+
+def _created(inner: ast.CreateView | ast.CreateSink | ast.CreateSource, catalog: Catalog, facts: Facts) -> CreatePlan:
+    """The creation an EXPLAIN explains: its name must be free, IF NOT EXISTS or not."""
+    created = plan(inner, catalog, facts)
+    if not isinstance(created, CreatePlan):  # IF NOT EXISTS found the name taken
+        raise DuplicateObject(f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span)
+    return created
 
 
 def _what(inner) -> str:
@@ -266,19 +275,17 @@ def _explain_pyspark(statement: ast.Explain, catalog: Catalog, facts: Facts) -> 
         return PysparkPlan(catalog, query=explained.query, item=explained.item, span=statement.span)
     if not isinstance(inner, (ast.CreateSource, ast.CreateView, ast.CreateSink)):
         raise FeatureNotSupported(f"EXPLAIN PYSPARK FOR {_what(inner)} is not supported yet", span=statement.span)
-    created = plan(inner, catalog, facts)
-    if isinstance(created, NoticePlan):
-        raise DuplicateObject(f"catalog item '{item_name(inner.name)}' already exists", span=inner.name.span)
+    created = _created(inner, catalog, facts)
     staged = catalog.with_items(created.items)
     item = created.items[0]
     if item.kind == kinds.SOURCE:
         return PysparkPlan(staged, item=item, span=statement.span)
     if item.kind == kinds.SINK:
         return PysparkPlan(staged, query=sink_query(item, staged), item=item, span=statement.span, ingests=True)
-    return PysparkPlan(staged, query=relation_read(item, None, staged).query, item=item, span=statement.span)
+    return PysparkPlan(staged, query=view_query(item, staged), item=item, span=statement.span)
 
 
 def _explained_timeline(item, catalog: Catalog):
     if item.kind == kinds.SINK:
-        return single_timeline(catalog, [item.details.source], None)
+        return single_timeline(catalog, [item.sink_desc.source], None)
     return item.timeline

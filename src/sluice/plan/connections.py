@@ -77,10 +77,11 @@ def _unique(options: tuple[ast.ConnectionOption, ...]) -> dict[str, ast.Connecti
 def _brokers(options: dict[str, ast.ConnectionOption], statement: ast.CreateConnection) -> tuple[str, ...]:
     if "BROKER" in options and "BROKERS" in options:
         raise InvalidParameterValue("cannot specify both BROKER and BROKERS", span=options["BROKERS"].span)
+    addresses: tuple[ast.StringLiteral, ...]
     if "BROKER" in options:
-        addresses = (options["BROKER"].value,)
+        addresses = (options["BROKER"].string,)
     elif "BROKERS" in options:
-        addresses = options["BROKERS"].value.items
+        addresses = options["BROKERS"].strings
     else:
         raise InvalidParameterValue("KAFKA connection requires BROKER", span=statement.span)
     # An empty address is validation's to refuse (as Materialize's does), not planning's.
@@ -94,11 +95,12 @@ def _security_protocol(
     PROTOCOL, SASL options mean SASL_SSL and SSL options SSL (the protocol is returned as
     an extra property then); with none of them, the connection is PLAINTEXT."""
     given = [name for name in options if name in _SASL_OPTIONS + _SSL_OPTIONS]
+    inferred: tuple[tuple[str, str], ...]
     if "SECURITY PROTOCOL" in options:
-        value = options["SECURITY PROTOCOL"].value
-        protocol = value.value.upper()
+        given_protocol = options["SECURITY PROTOCOL"]
+        protocol = given_protocol.word.upper()
         if protocol not in SECURITY_PROTOCOLS:
-            raise InvalidParameterValue(f"unknown security protocol: {protocol}", span=value.span)
+            raise InvalidParameterValue(f"unknown security protocol: {protocol}", span=given_protocol.value.span)
         inferred = ()
     else:
         protocol = "SASL_SSL" if set(given) & set(_SASL_OPTIONS) else "SSL" if given else "PLAINTEXT"
@@ -117,7 +119,7 @@ def _security_protocol(
             if required not in options:
                 where = options.get("SECURITY PROTOCOL", statement)
                 raise InvalidParameterValue(f"{required} must be specified", span=where.span)
-        _check_mechanism(options["SASL MECHANISMS"].value)
+        _check_mechanism(options["SASL MECHANISMS"])
         outstanding -= set(_SASL_OPTIONS)
     for name in given:
         if name in outstanding:
@@ -127,22 +129,22 @@ def _security_protocol(
     return inferred
 
 
-def _check_mechanism(value: ast.Node) -> None:
-    mechanism = value.value.upper()
+def _check_mechanism(option: ast.ConnectionOption) -> None:
+    mechanism = option.word.upper()
     if mechanism in _UNSUPPORTED_MECHANISMS:
         raise FeatureNotSupported(
             f"SASL mechanism {mechanism} is not supported",
-            span=value.span,
+            span=option.value.span,
             hint=f"use one of {', '.join(SASL_MECHANISMS)}",
         )
     if mechanism not in SASL_MECHANISMS:
-        raise InvalidParameterValue(f"unsupported SASL mechanism: {mechanism}", span=value.span)
+        raise InvalidParameterValue(f"unsupported SASL mechanism: {mechanism}", span=option.value.span)
 
 
 def _registry_url(options: dict[str, ast.ConnectionOption], statement: ast.CreateConnection) -> str:
     if "URL" not in options:
         raise InvalidParameterValue("CONFLUENT SCHEMA REGISTRY connection requires URL", span=statement.span)
-    url = options["URL"].value
+    url = options["URL"].string
     parts = urlsplit(url.value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidParameterValue(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sluice.catalog import items as kinds
+from sluice.catalog.formats import FormatDesc
 from sluice.catalog.items import Item, SinkDesc, TableDesc, ViewDesc
 from sluice.catalog.store import Catalog
 from sluice.catalog.timeline import EPOCH_MS
@@ -92,7 +93,7 @@ def plan_create_table(statement: ast.CreateTable, catalog: Catalog) -> Item:
         (c.name.value, k.default.to_sql())
         for c in statement.columns
         for k in c.constraints
-        if k.kind == "DEFAULT"
+        if k.kind == "DEFAULT" and k.default is not None
     )
     (item_id,) = catalog.allocate_ids(1)
     return Item(
@@ -140,13 +141,15 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     ensure_free(catalog, name, statement.name.span)
     relation = resolve(catalog, statement.from_, *kinds.RELATIONS)
     connection = resolve(catalog, statement.connection, kinds.CONNECTION)
+    clauses: tuple[ast.FormatSpec, ast.EnvelopeUpsert | ast.EnvelopeDebezium] | None = None
     if relation.kind == kinds.DEAD_LETTER_TABLE:
         _check_dead_letter_sink(statement, relation)
         envelope = "dead-letter"
     else:
-        envelope = _sink_envelope(statement)
-        _check_sink_key(statement, relation, envelope, catalog)
-    if connection.details.connection_type != kinds.KAFKA:
+        clauses = _sink_clauses(statement)
+        envelope = "upsert" if isinstance(clauses[1], ast.EnvelopeUpsert) else "debezium"
+        _check_sink_key(statement, relation, clauses[1], catalog)
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         raise InvalidParameterValue(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )
@@ -156,28 +159,30 @@ def plan_create_sink(statement: ast.CreateSink, catalog: Catalog) -> Item:
     partition_count = None
     for option in statement.kafka_options:
         if option.name == "TOPIC PARTITION COUNT":
-            partition_count = int(option.value.text)
+            partition_count = int(option.number.text)
             if partition_count < 1 and partition_count != -1:  # -1: the broker's default
                 raise InvalidParameterValue(PARTITION_COUNT, span=option.value.span)
         elif option.name != "TOPIC":
             raise InvalidParameterValue(f"{option.name} is not allowed on a sink", span=option.span)
     single_timeline(catalog, [relation.id], statement.span)
-    value_format = key_format = None
-    if envelope != "dead-letter":
-        spec = statement.format
+    value_format: FormatDesc | None = None
+    key_format: FormatDesc | None = None
+    if clauses is not None:
+        spec, given = clauses
         key_ast, value_ast = (spec.key, spec.value) if isinstance(spec, ast.KeyValueFormat) else (spec.format, spec.format)
         value_format = sink_format(value_ast, relation.columns, catalog)
         if envelope == "debezium" and value_format.name not in ("json", "avro"):
             raise FeatureNotSupported(
                 f"ENVELOPE DEBEZIUM requires FORMAT JSON or AVRO, found FORMAT {value_format.name.upper()}",
-                span=statement.envelope.span,
+                span=given.span,
             )
-        key_columns = tuple(relation.column(i.value) for i in statement.key)
+        columns = {c.name: c for c in relation.columns}
+        key_columns = tuple(columns[i.value] for i in statement.key)
         key_format = sink_format(key_ast, key_columns, catalog) if key_columns else None
     desc = SinkDesc(
         source=relation.id,
         connection=connection.id,
-        topic=topic.value.value,
+        topic=topic.string.value,
         value_format=value_format,
         envelope=envelope,
         key=tuple(i.value for i in statement.key),
@@ -216,7 +221,8 @@ def _check_dead_letter_sink(statement: ast.CreateSink, relation: Item) -> None:
             )
 
 
-def _sink_envelope(statement: ast.CreateSink) -> str:
+def _sink_clauses(statement: ast.CreateSink) -> tuple[ast.FormatSpec, ast.EnvelopeUpsert | ast.EnvelopeDebezium]:
+    """FORMAT and ENVELOPE, which a sink from anything but a dead-letter table gives."""
     if statement.format is None:
         raise InvalidParameterValue(
             "CREATE SINK requires a FORMAT: only a sink from a dead-letter table takes none",
@@ -224,7 +230,7 @@ def _sink_envelope(statement: ast.CreateSink) -> str:
         )
     if statement.envelope is None:
         raise InvalidParameterValue("ENVELOPE clause is required", span=statement.format.span)
-    return "upsert" if isinstance(statement.envelope, ast.EnvelopeUpsert) else "debezium"
+    return statement.format, statement.envelope
 
 
 # Materialize's texts (its plan/statement/ddl.rs and plan/error.rs), in its order of checks.
@@ -232,7 +238,9 @@ PARTITION_COUNT = "PARTION COUNT for sink topics must be a positive integer or -
 KEY_SELECTION = "See: https://materialize.com/s/sink-key-selection"
 
 
-def _check_sink_key(statement: ast.CreateSink, relation: Item, envelope: str, catalog: Catalog) -> None:
+def _check_sink_key(
+    statement: ast.CreateSink, relation: Item, envelope: ast.EnvelopeUpsert | ast.EnvelopeDebezium, catalog: Catalog
+) -> None:
     """KEY names distinct columns of the relation; an upsert sink's is a key known to be
     unique (`plan.keys`) unless NOT ENFORCED, and an upsert sink has one."""
     seen = set()
@@ -243,11 +251,11 @@ def _check_sink_key(statement: ast.CreateSink, relation: Item, envelope: str, ca
     for ident in statement.key:
         if relation.column(ident.value) is None:
             raise UndefinedColumn(f"No such column: {ident.value}", span=ident.span)
-    if envelope != "upsert":
+    if not isinstance(envelope, ast.EnvelopeUpsert):
         return
     if not statement.key:
         raise InvalidParameterValue(
-            "upsert sinks must specify a key", span=statement.envelope.span, hint=KEY_SELECTION
+            "upsert sinks must specify a key", span=envelope.span, hint=KEY_SELECTION
         )
     keys = known_keys(relation, catalog)
     if statement.key_not_enforced or any(set(key) <= seen for key in keys):
@@ -285,7 +293,7 @@ def plan_drop(statement: ast.Drop, catalog: Catalog) -> DropPlan | NoticePlan:
                 continue
             raise unknown_item(str(name), name.span, (i.name for i in catalog))
         if item.kind == kinds.DEAD_LETTER_TABLE and kind == kinds.TABLE:
-            source = catalog.by_id(item.details.source)
+            source = catalog.by_id(item.dead_letter_desc.source)
             raise WrongObjectType(
                 f'cannot drop dead-letter table "{item.name}": it is dropped with its source '
                 f'"{source.name}"',
@@ -312,7 +320,7 @@ def _with_owned_and_dependents(catalog: Catalog, targets: list[Item], statement:
         chosen[item.id] = item
         for dependent in catalog.dependents(item.id):
             owned = dependent.kind == kinds.INDEX or (
-                dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.details.source == item.id
+                dependent.kind == kinds.DEAD_LETTER_TABLE and dependent.dead_letter_desc.source == item.id
             )
             if owned or statement.cascade:
                 stack.append(dependent)

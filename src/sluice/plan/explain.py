@@ -21,7 +21,7 @@ from sqlglot import exp
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported
+from sluice.errors import FeatureNotSupported, InternalError
 from sluice.plan.plans import QueryPlan, Read
 from sluice.plan.queries import READ_ERRORS
 from sluice.syntax.query import Sluice
@@ -126,7 +126,7 @@ class PlanWriter:
 
     # ------------------------------------------------------------ relations
 
-    def relation(self, query: exp.Expression, top: bool = False) -> Relation:
+    def relation(self, query: exp.Expr, top: bool = False) -> Relation:
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
             self.named.append(dict(self.named[-1]))
@@ -207,7 +207,8 @@ class PlanWriter:
             reduced = [*keys, *aggregates]
             replaced = {_key(e): i for i, e in enumerate(reduced)}
             scope = [
-                scope[self._index(e, scope)] if isinstance(e, exp.Column) and self._index(e, scope) is not None
+                scope[index]
+                if isinstance(e, exp.Column) and (index := self._index(e, scope)) is not None
                 else Col(None, e.sql(dialect=Sluice))
                 for e in reduced
             ]
@@ -219,7 +220,7 @@ class PlanWriter:
         mapped: list[str] = []
         columns = list(scope)
 
-        def place(expression: exp.Expression, name: str) -> int:
+        def place(expression: exp.Expr, name: str) -> int:
             index = self._reduced(expression, replaced, scope)
             if index is not None:
                 return index
@@ -301,7 +302,7 @@ class PlanWriter:
             relation = Relation(node, columns)
         return relation
 
-    def from_item(self, item: exp.Expression) -> Relation:
+    def from_item(self, item: exp.Expr) -> Relation:
         alias = item.alias_or_name
         if isinstance(item, exp.Table):
             cte = None if item.args.get("db") else self.named[-1].get(item.name)
@@ -330,6 +331,8 @@ class PlanWriter:
             cte = self.views.get(item.id)
             if cte is None:
                 read = self._reads.get(item.id)
+                if read is None or read.query is None:
+                    raise InternalError.bug(f'view "{item.name}" explained without its query')
                 # A view's query sees no column and no CTE of the query reading it.
                 saved = self.scopes, self.named
                 self.scopes, self.named = [], [{}]
@@ -348,10 +351,10 @@ class PlanWriter:
     def _errors_note(self, item: Item, errors: str | None) -> str | None:
         """What happens to the errors of what a `Get` reads."""
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            return f"dead-letter table of {SCHEMA}.{self.catalog.by_id(item.details.source).name}"
+            return f"dead-letter table of {SCHEMA}.{self.catalog.by_id(item.dead_letter_desc.source).name}"
         if item.kind != kinds.SOURCE:
             return None
-        desc = item.details
+        desc = item.source_desc
         dead_letters = None if desc.dead_letter_table is None else self.catalog.by_id(desc.dead_letter_table).name
         if errors == "ONLY":
             if dead_letters is not None:
@@ -379,16 +382,16 @@ class PlanWriter:
 
     # ------------------------------------------------------------ scalars
 
-    def predicate(self, condition: exp.Expression, scope: list[Col], replaced=None) -> str:
+    def predicate(self, condition: exp.Expr, scope: list[Col], replaced=None) -> str:
         """A Filter's predicate: its conjuncts, each parenthesized, joined by AND."""
         return " AND ".join(_parenthesized(self.scalar(c, scope, replaced)) for c in _conjuncts(condition))
 
-    def scalar(self, expression: exp.Expression, scope: list[Col], replaced=None) -> str:
+    def scalar(self, expression: exp.Expr, scope: list[Col], replaced=None) -> str:
         """`expression` as text, its columns as `#n` of `scope` (or of the queries around)."""
         copy = expression.copy()
         replaced = replaced or {}
 
-        def rewrite(node: exp.Expression) -> exp.Expression:
+        def rewrite(node: exp.Expr) -> exp.Expr:
             if replaced and not isinstance(node, exp.Literal):
                 index = replaced.get(_key(node))
                 if index is not None:
@@ -419,7 +422,7 @@ class PlanWriter:
         partition = f"partition by [{keys}] " if keys else ""
         return f"{call} over ({partition}order by [{orders}]{frame})"
 
-    def _subquery(self, node: exp.Expression, scope: list[Col]) -> str:
+    def _subquery(self, node: exp.Expr, scope: list[Col]) -> str:
         query = node.args.get("query") or node.this
         query = query.this if isinstance(query, exp.Subquery) else query
         self.scopes.append(scope)
@@ -452,7 +455,7 @@ class PlanWriter:
                 return i
         return None
 
-    def _reduced(self, expression: exp.Expression, replaced: dict[str, int], scope: list[Col]) -> int | None:
+    def _reduced(self, expression: exp.Expr, replaced: dict[str, int], scope: list[Col]) -> int | None:
         if replaced:
             return replaced.get(_key(expression))
         if isinstance(expression, exp.Column):
@@ -468,7 +471,7 @@ class PlanWriter:
         return ", ".join(self._column(i, scope) for i in indexes)
 
 
-def _transform(node: exp.Expression, rewrite) -> exp.Expression:
+def _transform(node: exp.Expr, rewrite) -> exp.Expr:
     """`node` with `rewrite` applied top-down: what it replaces is not descended into."""
     replaced = rewrite(node)
     if replaced is not node:
@@ -489,21 +492,21 @@ def _children(value, rewrite):
     return value
 
 
-def _aggregates(expressions) -> list[exp.Expression]:
+def _aggregates(expressions) -> list[exp.Expr]:
     """The aggregate calls of a SELECT (not a window's, not a subquery's), once each."""
-    found: dict[str, exp.Expression] = {}
+    found: dict[str, exp.Expr] = {}
     for expression in expressions:
         for node in expression.find_all(exp.AggFunc):
             if isinstance(node.parent, exp.Window) or _in_subquery(node, expression):
                 continue
-            if isinstance(node.parent, exp.Filter):  # count(x) FILTER (WHERE …) is one aggregate
-                node = node.parent
-            found.setdefault(_key(node), node)
+            # count(x) FILTER (WHERE …) is one aggregate
+            whole = node.parent if isinstance(node.parent, exp.Filter) else node
+            found.setdefault(_key(whole), whole)
     return list(found.values())
 
 
-def _in_subquery(node: exp.Expression, root: exp.Expression) -> bool:
-    current = node
+def _in_subquery(node: exp.Expr, root: exp.Expr) -> bool:
+    current: exp.Expr | None = node
     while current is not root and current is not None:
         current = current.parent
         if current is not root and isinstance(current, (exp.Subquery, exp.Select)):
@@ -511,11 +514,11 @@ def _in_subquery(node: exp.Expression, root: exp.Expression) -> bool:
     return False
 
 
-def _key(node: exp.Expression) -> str:
+def _key(node: exp.Expr) -> str:
     return node.sql(dialect=Sluice)
 
 
-def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     while isinstance(condition, exp.Paren):
         condition = condition.this
     if isinstance(condition, exp.And):
@@ -554,7 +557,7 @@ def _order_text(column: str, ordered: exp.Ordered) -> str:
     return f"{column} {'desc' if desc else 'asc'} {'nulls_first' if nulls_first else 'nulls_last'}"
 
 
-def _output_index(key: exp.Expression, columns: list[Col]) -> int:
+def _output_index(key: exp.Expr, columns: list[Col]) -> int:
     """The output a set operation's ORDER BY names: by position or by name."""
     if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= len(columns):
         return int(key.this) - 1
@@ -579,6 +582,6 @@ def _all_reads(plan: QueryPlan):
             yield from _all_reads(read.query)
 
 
-def _unsupported(node: exp.Expression) -> FeatureNotSupported:
+def _unsupported(node: exp.Expr) -> FeatureNotSupported:
     return FeatureNotSupported(f"EXPLAIN does not show a plan with {node.sql(dialect=Sluice)} yet")
 

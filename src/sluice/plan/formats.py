@@ -6,7 +6,7 @@ schema it holds for a source's subject (fetched before planning, in `Facts`).
 from __future__ import annotations
 
 from sluice.catalog import items as kinds
-from sluice.catalog.formats import Format, format_of
+from sluice.catalog.formats import FormatDesc, format_of
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
@@ -16,7 +16,7 @@ from sluice.plan.names import item_name, resolve
 from sluice.syntax import ast
 
 
-def source_format(fmt: ast.Format, side: str, topic: str, catalog: Catalog, facts: Facts) -> Format:
+def source_format(fmt: ast.Format, side: str, topic: str, catalog: Catalog, facts: Facts) -> FormatDesc:
     """The decoding of one side ("key" or "value") of the messages of `topic`."""
     cls = format_of(fmt)
     connection = cls.registry_of(fmt)
@@ -30,7 +30,7 @@ def source_format(fmt: ast.Format, side: str, topic: str, catalog: Catalog, fact
     return cls.for_source(fmt, registry.id, fetched)
 
 
-def sink_format(fmt: ast.Format, columns: tuple[Column, ...], catalog: Catalog) -> Format:
+def sink_format(fmt: ast.Format, columns: tuple[Column, ...], catalog: Catalog) -> FormatDesc:
     """The encoding of a sink's `columns`."""
     cls = format_of(fmt)
     connection = cls.registry_of(fmt)
@@ -40,7 +40,7 @@ def sink_format(fmt: ast.Format, columns: tuple[Column, ...], catalog: Catalog) 
 
 def _registry(connection: ast.ObjectName, catalog: Catalog) -> Item:
     registry = resolve(catalog, connection, kinds.CONNECTION)
-    if registry.details.connection_type != kinds.SCHEMA_REGISTRY:
+    if registry.connection_desc.connection_type != kinds.SCHEMA_REGISTRY:
         raise InvalidParameterValue(
             f"{registry.name} is not a schema registry connection", span=connection.span
         )

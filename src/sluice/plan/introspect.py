@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sluice.catalog import items as kinds
-from sluice.catalog.items import Item, SourceDesc
+from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
 from sluice.plan.names import resolve
@@ -28,15 +30,18 @@ def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan | Sin
     def name_of(item_id: str | None) -> str | None:
         return None if item_id is None else catalog.by_id(item_id).name
 
+    columns: tuple[str, ...]
+    rows: list[tuple[str | None, ...]]
+
     if statement.kind == "SOURCES":
         columns = ("name", "type", "timeline", "dead_letter_table")
         rows = [
-            (i.name, "kafka", str(i.timeline), name_of(i.details.dead_letter_table)) for i in items
+            (i.name, "kafka", str(i.timeline), name_of(i.source_desc.dead_letter_table)) for i in items
         ]
     elif statement.kind == "TABLES":
         columns = ("name", "type", "source")
         rows = [
-            (i.name, "dead-letter", name_of(i.details.source))
+            (i.name, "dead-letter", name_of(i.dead_letter_desc.source))
             if i.kind == kinds.DEAD_LETTER_TABLE
             else (i.name, "table", None)
             for i in items
@@ -45,11 +50,11 @@ def show_objects(statement: ast.ShowObjects, catalog: Catalog) -> RowsPlan | Sin
         columns = ("name", "timeline")
         rows = [(i.name, timeline_text(i.timeline)) for i in items]
     elif statement.kind == "SINKS":
-        rows = tuple((i.name, "kafka", name_of(i.details.source)) for i in items)
-        return SinkStatusPlan(rows, tuple(i.id for i in items))
+        sinks = tuple((i.name, "kafka", name_of(i.sink_desc.source)) for i in items)
+        return SinkStatusPlan(sinks, tuple(i.id for i in items))
     elif statement.kind == "CONNECTIONS":
         columns = ("name", "type")
-        rows = [(i.name, i.details.connection_type) for i in items]
+        rows = [(i.name, i.connection_desc.connection_type) for i in items]
     else:
         columns = ("name",)
         rows = [(i.name,) for i in items]
@@ -105,7 +110,7 @@ class ExplainWriter:
         self.line(depth + 1, f"timeline: {timeline_text(plan.timeline)}")
         self.reads([(r.item_id, r.errors) for r in plan.reads], depth + 1)
 
-    def reads(self, reads: list[tuple[str, str | None]], depth: int) -> None:
+    def reads(self, reads: Sequence[tuple[str, str | None]], depth: int) -> None:
         if not reads:
             return
         self.line(depth, "reads:")
@@ -120,17 +125,17 @@ class ExplainWriter:
             self.source(item, depth)
             return
         if item.kind == kinds.CONNECTION:
-            desc = item.details
-            where = ", ".join(desc.brokers) if desc.connection_type == kinds.KAFKA else desc.url
-            self.line(depth, f"{desc.connection_type}: {where}")
+            connection = item.connection_desc
+            where = ", ".join(connection.brokers) if connection.connection_type == kinds.KAFKA else connection.url
+            self.line(depth, f"{connection.connection_type}: {where}")
             return
         if item.kind == kinds.SINK:
-            desc = item.details
-            self.line(depth, f"kafka: topic '{desc.topic}', envelope {desc.envelope}")
-            self.reads([(desc.source, None)], depth)
+            sink = item.sink_desc
+            self.line(depth, f"kafka: topic '{sink.topic}', envelope {sink.envelope}")
+            self.reads([(sink.source, None)], depth)
             return
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            self.line(depth, f"errors of source {self.catalog.by_id(item.details.source).name}")
+            self.line(depth, f"errors of source {self.catalog.by_id(item.dead_letter_desc.source).name}")
         self.line(depth, f"timeline: {timeline_text(item.timeline)}")
         self.line(depth, f"columns: {_columns_text(item.columns)}")
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
@@ -140,7 +145,7 @@ class ExplainWriter:
             self.reads(relations, depth)
 
     def source(self, item: Item, depth: int) -> None:
-        desc: SourceDesc = item.details
+        desc = item.source_desc
         connection = self.catalog.by_id(desc.connection).name
         self.line(depth, f"kafka: topic '{desc.topic}' via connection {connection}")
         if desc.start_offsets:

@@ -21,7 +21,7 @@ from sqlglot import exp
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.plan.queries import relation_read
+from sluice.plan.queries import view_query
 
 Key = tuple[int, ...]  # positions of a relation's output columns
 
@@ -29,16 +29,16 @@ Key = tuple[int, ...]  # positions of a relation's output columns
 def known_keys(item: Item, catalog: Catalog) -> list[tuple[str, ...]]:
     """The column sets known to be unique in `item`'s rows."""
     if item.kind == kinds.SOURCE:
-        desc = item.details
+        desc = item.source_desc
         return [desc.key_columns] if desc.envelope != "none" and desc.key_columns else []
     if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
-        plan = relation_read(item, None, catalog).query
+        plan = view_query(item, catalog)
         names = [c.name for c in plan.columns]
         return [tuple(names[i] for i in key) for key in _select_keys(plan.expression, {}, catalog)]
     return []
 
 
-def _select_keys(select: exp.Expression, ctes: dict[str, exp.Expression], catalog: Catalog) -> list[Key]:
+def _select_keys(select: exp.Expr, ctes: dict[str, exp.Expr], catalog: Catalog) -> list[Key]:
     if not isinstance(select, exp.Select) or select.args.get("joins") or select.args.get("laterals"):
         return []
     with_ = select.args.get("with_") or select.args.get("with")  # named per sqlglot version
@@ -63,20 +63,20 @@ def _select_keys(select: exp.Expression, ctes: dict[str, exp.Expression], catalo
     return list(dict.fromkeys(keys))
 
 
-def _elements(on: exp.Expression) -> list[exp.Expression]:
+def _elements(on: exp.Expr) -> list[exp.Expr]:
     """DISTINCT ON's expressions (a row of them once records are built)."""
     elements = on.expressions if isinstance(on, (exp.Tuple, exp.Struct)) else [on]
     return [e.this if isinstance(e, exp.Alias) else e.expression if isinstance(e, exp.PropertyEQ) else e for e in elements]
 
 
-def _outputs_of(expressions: list[exp.Expression], outputs: list[exp.Expression]) -> list[Key]:
+def _outputs_of(expressions: list[exp.Expr], outputs: list[exp.Expr]) -> list[Key]:
     """The keys made of the outputs that are `expressions` (all of them, or none is)."""
     shapes = [_shape(o) for o in outputs]
     choices = [[i for i, s in enumerate(shapes) if s == _shape(e)] for e in expressions]
     return list(product(*choices)) if all(choices) else []
 
 
-def _shape(expression: exp.Expression) -> str:
+def _shape(expression: exp.Expr) -> str:
     """An expression's SQL without column qualifiers: one relation is read, so equal."""
     copy = expression.copy()
     for column in copy.find_all(exp.Column):
@@ -99,7 +99,7 @@ def _passed_keys(select: exp.Select, outputs, ctes, catalog: Catalog) -> list[Ke
     return keys
 
 
-def _relation_keys(relation: exp.Expression, ctes, catalog: Catalog) -> list[tuple[str, ...]]:
+def _relation_keys(relation: exp.Expr, ctes, catalog: Catalog) -> list[tuple[str, ...]]:
     """The keys, by column name, of a FROM item: a CTE, a subquery or a catalog relation
     (an `ONLY ERRORS` read is renamed by the planner, and has none)."""
     if isinstance(relation, exp.Table) and relation.name in ctes and not relation.args.get("db"):

@@ -8,6 +8,7 @@ from typing import Any
 from sluice.catalog.items import Item
 from sluice.catalog.timeline import Timeline
 from sluice.catalog.types import Column
+from sluice.errors import InternalError
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,12 @@ class PysparkPlan:
         continuously: by the catalog's say, by the statement's (`ingests`), or `ingested`
         already (ids)."""
         catalog = self.catalog
-        reads = [r.item_id for r in self.query.reads] if self.query is not None else [self.item.id]
+        if self.query is not None:
+            reads = [r.item_id for r in self.query.reads]
+        elif self.item is not None:
+            reads = [self.item.id]
+        else:
+            raise InternalError.bug("EXPLAIN PYSPARK of neither a query nor a source")
         sources = catalog.upstream_sources(reads)
         continuous = set(sources) if self.ingests else catalog.continuous_sources() | ingested
         return [s for s in sources if s in continuous]

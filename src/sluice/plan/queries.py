@@ -73,7 +73,7 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
             ref.table.set("this", exp.to_identifier(ref.schema_name, quoted=True))
             ref.table.set("db", None)
             ref.table.set("catalog", None)
-    schema = {
+    schema: dict[str, object] = {
         ref.schema_name: {c.name: sqlglot_type(c.type) for c in ref.columns}
         for ref in references
     }
@@ -100,24 +100,29 @@ def plan_query(body: QueryBody, catalog: Catalog, status: str = "SELECT") -> Que
 UNSUPPORTED_FUNCTIONS = {exp.ExplodingGenerateSeries: "generate_series", exp.GenerateSeries: "generate_series"}
 
 
-def _refuse_unsupported_functions(expression: exp.Expression, offset: int) -> None:
+def _refuse_unsupported_functions(expression: exp.Expr, offset: int) -> None:
     for node in expression.find_all(*UNSUPPORTED_FUNCTIONS):
         name = UNSUPPORTED_FUNCTIONS[type(node)]
         raise FeatureNotSupported(f"function {name} is not supported", span=_span(node, offset))
 
 
 def relation_read(item: Item, errors: str | None, catalog: Catalog) -> Read:
-    """How a query reads `item`: a view with its own query, planned from its stored SQL."""
+    """How a query reads `item`: a view with its own query (`view_query`)."""
     if item.kind not in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
         return Read(item.id, errors)
-    for dependency in item.depends_on:
+    return Read(item.id, errors, view_query(item, catalog))
+
+
+def view_query(view: Item, catalog: Catalog) -> QueryPlan:
+    """A view's query (materialized or not), planned from its stored SQL."""
+    for dependency in view.depends_on:
         # What the stored SQL reads must be there: a missing one is a damaged catalog
         # (XX001 naming it), not an unknown name in a statement that never wrote it.
         catalog.by_id(dependency)
-    return Read(item.id, errors, plan_query(parse_query(item.details.query, 0, "query"), catalog))
+    return plan_query(parse_query(view.view_desc.query, 0, "query"), catalog)
 
 
-def _as_select(expression: exp.Expression) -> exp.Expression:
+def _as_select(expression: exp.Expr) -> exp.Expr:
     """A bare `VALUES …` as `SELECT * FROM (VALUES …) AS values(column1, …)`, PostgreSQL's
     names for its columns."""
     if not isinstance(expression, exp.Values) or expression.alias:
@@ -128,7 +133,7 @@ def _as_select(expression: exp.Expression) -> exp.Expression:
     return exp.select("*").from_(expression)
 
 
-def _name_outputs(expression: exp.Expression) -> tuple[exp.Expression, dict[str, str]]:
+def _name_outputs(expression: exp.Expr) -> tuple[exp.Expr, dict[str, str]]:
     """Alias every unnamed computed output up front, as `qualify` would later (its ORDER BY
     position expansion assumes they already are), with a name unique in the query, and
     the name PostgreSQL gives each: an outer query selecting it by that alias is named
@@ -144,7 +149,7 @@ def _name_outputs(expression: exp.Expression) -> tuple[exp.Expression, dict[str,
     return expression, names
 
 
-def _references(expression: exp.Expression, catalog: Catalog, offset: int) -> list[_Reference]:
+def _references(expression: exp.Expr, catalog: Catalog, offset: int) -> list[_Reference]:
     ctes = {cte.alias_or_name for cte in expression.find_all(exp.CTE)}
     references = []
     for table in expression.find_all(exp.Table):
@@ -183,14 +188,14 @@ def table_item(table: exp.Table, catalog: Catalog, span: Span | None) -> Item:
     return item
 
 
-def span_of(node: exp.Expression, body: QueryBody) -> Span | None:
+def span_of(node: exp.Expr, body: QueryBody) -> Span | None:
     """Where `node`, a part of `body`'s tree, is in the script: where its first token is
     (sqlglot places tokens, not the nodes built of them)."""
     placed = next((n for n in node.walk() if "start" in n.meta), node)
     return _span(placed, body.span.start if body.span is not None else 0)
 
 
-def _span(node: exp.Expression, offset: int) -> Span | None:
+def _span(node: exp.Expr, offset: int) -> Span | None:
     start = node.meta.get("start")
     if start is None:
         return None
@@ -206,13 +211,14 @@ def _column_error(message: str, original, references, offset: int):
         None,
     )
     span = None if column is None else _span(column.this, offset)
-    qualifier = "" if column is None or not column.table else f"{column.table}."
+    table = "" if column is None else column.table
+    qualifier = f"{table}." if table else ""
     if not qualifier:
         owners = [r for r in references if any(c.name == name for c in r.columns)]
         if len(owners) > 1:
             return AmbiguousColumn(f'column reference "{name}" is ambiguous', span=span)
     in_scope = (
-        c.name for r in references if not qualifier or r.table.alias_or_name == column.table for c in r.columns
+        c.name for r in references if not qualifier or r.table.alias_or_name == table for c in r.columns
     )
     return UndefinedColumn(
         f'column "{qualifier}{name}" does not exist', span=span, hint=did_you_mean(name, in_scope)
@@ -230,7 +236,7 @@ def _output_columns(qualified: exp.Query, references, names: dict[str, str]) -> 
     return tuple(columns)
 
 
-def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, bool]:
+def _type_of(node: exp.Expr, by_alias, nullable_sides) -> tuple[SqlType, bool]:
     if isinstance(node, exp.Column) and node.table in by_alias:
         source = next((c for c in by_alias[node.table].columns if c.name == node.name), None)
         if source is not None:
@@ -245,7 +251,7 @@ def _type_of(node: exp.Expression, by_alias, nullable_sides) -> tuple[SqlType, b
     return sql_type(node.type), nullable
 
 
-def _outer_joined(query: exp.Expression) -> set[str]:
+def _outer_joined(query: exp.Expr) -> set[str]:
     """Aliases of relations on the nullable side of an outer join."""
     nullable: set[str] = set()
     for select in query.find_all(exp.Select):
@@ -275,7 +281,7 @@ _CAST_NAMES = {
 }
 
 
-def _postgres_name(node: exp.Expression) -> str:
+def _postgres_name(node: exp.Expr) -> str:
     """The column name PostgreSQL gives an unaliased select expression."""
     if isinstance(node, exp.Column):
         return node.name

@@ -82,7 +82,7 @@ def sql_type(data_type: exp.DataType | None) -> SqlType:
     return SqlType(_FROM_SQLGLOT.get(name, name.lower()))
 
 
-def build_records(expression: exp.Expression) -> exp.Expression:
+def build_records(expression: exp.Expr) -> exp.Expr:
     """Every `ROW(…)`, and every `(…)` of two or more values that is a value (not a side
     of a row comparison, IN's left side or a GROUP BY list), as a struct with fields `f1`,
     `f2`, …, in place."""
@@ -100,12 +100,12 @@ def build_records(expression: exp.Expression) -> exp.Expression:
     return expression
 
 
-def _is_value(node: exp.Tuple) -> bool:
+def _is_value(node: exp.Expr) -> bool:
     compared = isinstance(node.parent, (exp.In, exp.Binary)) and not isinstance(node.parent, exp.Is)
     return not compared and not isinstance(node.parent, (exp.Values, exp.Group))
 
 
-def resolve_pg_typeof(expression: exp.Expression) -> exp.Expression:
+def resolve_pg_typeof(expression: exp.Expr) -> exp.Expr:
     """Every `pg_typeof(x)` of the type-annotated `expression` as the literal name of
     `x`'s type, in place."""
     for node in list(expression.find_all(exp.Anonymous)):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 from sluice.catalog import items as kinds
-from sluice.catalog.formats import Format, format_of
+from sluice.catalog.formats import FormatDesc, format_of
 from sluice.catalog.items import (
     DEFAULT_RETRY_DELAY_MAX_MS,
     DEFAULT_RETRY_TIMEOUT_MS,
@@ -59,9 +60,11 @@ DEAD_LETTER_COLUMNS = (
 # Materialize's bounds: the defaults of its system variables min_timestamp_interval and
 # max_timestamp_interval (its adapter's vars), which sluice has no way to set.
 TIMESTAMP_INTERVAL_RANGE_MS = (1000, 1000)
+# A duration option's value when not given: a number, or None when there is no default.
+Default = TypeVar("Default", int, None)
 # An interval's text: parts such as '1 hour', '-30s', '1hr 1ms', '1.5 seconds'.
 _INTERVAL_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
-_INTERVAL_UNITS_MS = {
+_INTERVAL_UNITS_MS: dict[str, Fraction | int] = {
     **dict.fromkeys(["us", "usec", "usecs", "microsecond", "microseconds"], Fraction(1, 1000)),
     **dict.fromkeys(["ms", "msec", "msecs", "millisecond", "milliseconds"], 1),
     **dict.fromkeys(["s", "sec", "secs", "second", "seconds"], 1000),
@@ -104,7 +107,7 @@ def plan_create_source(
     name = item_name(statement.name)
     ensure_free(catalog, name, statement.name.span)
     connection = resolve(catalog, statement.connection, kinds.CONNECTION)
-    if connection.details.connection_type != kinds.KAFKA:
+    if connection.connection_desc.connection_type != kinds.KAFKA:
         raise InvalidParameterValue(
             f"{connection.name} is not a kafka connection", span=statement.connection.span
         )
@@ -114,7 +117,7 @@ def plan_create_source(
     topic_option = kafka.get("TOPIC")
     if topic_option is None:
         raise InvalidParameterValue("KAFKA CONNECTION without TOPIC", span=statement.span)
-    topic = topic_option.value.value
+    topic = topic_option.string.value
     start_offsets = _start_offsets(kafka, topic, facts)
     start_timestamp = kafka.get("START TIMESTAMP")
     if start_offsets and start_timestamp is not None:
@@ -179,8 +182,8 @@ def plan_create_source(
         key_format=key_format,
         start_offsets=start_offsets,
         retained_from=facts.topic_lows,
-        start_timestamp=None if start_timestamp is None else int(start_timestamp.value.text),
-        group_id_prefix=None if group_id_prefix is None else group_id_prefix.value.value,
+        start_timestamp=None if start_timestamp is None else int(start_timestamp.number.text),
+        group_id_prefix=None if group_id_prefix is None else group_id_prefix.string.value,
         topic_metadata_refresh_interval_ms=metadata_refresh_ms,
         key_columns=tuple(final_columns[i].name for i in range(len(key_columns))),
         key_packed=packed,
@@ -220,7 +223,7 @@ def _start_offsets(kafka: _Options, topic: str, facts: Facts) -> tuple[int, ...]
     if option is None:
         return ()
     offsets = []
-    for item in option.value.items:
+    for item in option.numbers:
         if int(item.text) < 0:
             raise InvalidParameterValue("START OFFSET must be a nonnegative integer", span=item.span)
         offsets.append(int(item.text))
@@ -229,12 +232,12 @@ def _start_offsets(kafka: _Options, topic: str, facts: Facts) -> tuple[int, ...]
         raise InvalidParameterValue(
             f"START OFFSET specified more partitions ({len(offsets)}) than topic ({topic}) "
             f"contains ({partitions})",
-            span=option.value.items[partitions].span,
+            span=option.numbers[partitions].span,
         )
     return tuple(offsets)
 
 
-def _format_parts(statement: ast.CreateSource) -> tuple[ast.Node | None, ast.Node]:
+def _format_parts(statement: ast.CreateSource) -> tuple[ast.Format | None, ast.Format]:
     spec = statement.format
     if spec is None:
         raise InvalidParameterValue(
@@ -269,7 +272,7 @@ def _check_envelope(statement, envelope, key_ast, value_ast, include_key) -> Non
 
 
 def _key_columns(
-    key_format: Format, include_key: ast.IncludeMetadata | None, envelope: ast.Node
+    key_format: FormatDesc, include_key: ast.IncludeMetadata | None, envelope: ast.Node
 ) -> tuple[tuple[Column, ...], bool]:
     """The key's columns and whether they were packed into one record column."""
     keys = key_format.columns
@@ -332,10 +335,10 @@ def _timeline(options: _Options, source_name: str) -> Timeline:
             "cannot specify both TIMELINE and EPOCH MS TIMELINE", span=epoch.span
         )
     if epoch is not None:
-        return EPOCH_MS if epoch.value.value else Timeline(EXTERNAL, source_name)
+        return EPOCH_MS if epoch.boolean.value else Timeline(EXTERNAL, source_name)
     if named is None:
         return EPOCH_MS
-    text = named.value.value
+    text = named.string.value
     if text == "mz_epoch_ms":
         return EPOCH_MS
     if text.startswith("mz_"):
@@ -349,7 +352,7 @@ def _dead_letter_table(
     option = options.get("REDIRECT ERRORS")
     if option is None:
         return None
-    name = item_name(option.value)
+    name = item_name(option.object_name)
     if name == source:
         raise InvalidParameterValue(
             f"dead-letter table must not be named like its source \"{source}\"",
@@ -380,16 +383,17 @@ def _error_tolerance(options: _Options) -> int | None:
         return None
     if isinstance(option.value, ast.KeywordValue):
         return 0
-    return int(option.value.text)
+    return int(option.number.text)
 
 
 def _timestamp_interval(options: _Options) -> int | None:
+    option = options.get("TIMESTAMP INTERVAL")
     interval = _duration_ms(options, "TIMESTAMP INTERVAL", None)
     low, high = TIMESTAMP_INTERVAL_RANGE_MS
-    if interval is not None and not low <= interval <= high:
+    if option is not None and interval is not None and not low <= interval <= high:
         raise InvalidParameterValue(
             f"invalid timestamp interval of {interval}ms, must be in the range [{low}ms, {high}ms]",
-            span=options.get("TIMESTAMP INTERVAL").value.span,
+            span=option.value.span,
         )
     return interval
 
@@ -400,10 +404,10 @@ def _topic_metadata_refresh_interval(kafka: _Options) -> int | None:
     option = kafka.get("TOPIC METADATA REFRESH INTERVAL")
     if option is None:
         return None
-    interval = _interval_ms(option.value.value, bare_unit="s")
+    interval = _interval_ms(option.string.value, bare_unit="s")
     if interval is None:
         raise InvalidParameterValue(
-            f"invalid TOPIC METADATA REFRESH INTERVAL '{option.value.value}'",
+            f"invalid TOPIC METADATA REFRESH INTERVAL '{option.string.value}'",
             span=option.value.span,
             hint="write an interval such as '30s' or '5 minutes'",
         )
@@ -422,7 +426,9 @@ def _interval_ms(text: str, bare_unit: str) -> Fraction | None:
     total, position = Fraction(0), 0
     while position < len(text):
         match = _INTERVAL_PART.match(text, position)
-        unit = None if match is None else _INTERVAL_UNITS_MS.get((match.group(2) or bare_unit).lower())
+        if match is None:
+            return None
+        unit = _INTERVAL_UNITS_MS.get((match.group(2) or bare_unit).lower())
         if unit is None:
             return None
         total += Fraction(match.group(1)) * unit
@@ -430,17 +436,17 @@ def _interval_ms(text: str, bare_unit: str) -> Fraction | None:
     return total if position else None
 
 
-def _duration_ms(options: _Options, name: str, default: int | None, zero_allowed: bool = False) -> int | None:
+def _duration_ms(options: _Options, name: str, default: Default, zero_allowed: bool = False) -> int | Default:
     """The duration option `name` in milliseconds (`default` when not given)."""
     option = options.get(name)
     if option is None:
         return default
-    interval = _interval_ms(option.value.value, bare_unit="ms")
+    interval = _interval_ms(option.string.value, bare_unit="ms")
     duration = None if interval is None or interval < 0 else int(interval)
     if duration is None or (duration == 0 and not zero_allowed):
         least = "" if zero_allowed else "positive "
         raise InvalidParameterValue(
-            f"invalid {name} '{option.value.value}'",
+            f"invalid {name} '{option.string.value}'",
             span=option.value.span,
             hint=f"write a {least}duration such as '500ms', '1s' or '2 minutes'",
         )

@@ -9,6 +9,8 @@ no cast are planned as the rows they store, so that carrying them out runs no qu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from sluice.catalog import items as kinds
@@ -17,6 +19,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
+    InternalError,
     ParseError,
     TooManyExpressions,
     UndefinedColumn,
@@ -98,7 +101,7 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
     else:
         inserted = exp.Subquery(this=inserted, alias=alias)
     by_name = dict(zip(names, produced))
-    defaults = dict(item.details.defaults)
+    defaults = dict(item.table_desc.defaults)
     columns = [
         exp.column(by_name[c.name].copy(), _INSERTED)
         if c.name in by_name
@@ -109,16 +112,21 @@ def _insert(statement: ast.BodyStatement, item: Item, catalog: Catalog) -> Write
     return WritePlan(item.id, statement.body.sql, "INSERT", rows=widened)
 
 
-def _first_extra(source: exp.Expression, width: int) -> exp.Expression:
+def _first_extra(source: exp.Expr, width: int) -> exp.Expr:
     """The first of the source's expressions beyond `width` (the source itself for `*`)."""
-    outputs = source.expressions[0].expressions if isinstance(source, exp.Values) else source.selects
+    if isinstance(source, exp.Values):
+        outputs = source.expressions[0].expressions
+    elif isinstance(source, exp.Query):
+        outputs = source.selects
+    else:
+        return source
     return outputs[width] if len(outputs) > width else source
 
 
-def _default(text: str) -> exp.Expression:
+def _default(text: str) -> exp.Expr:
     """A column's default, parsed from its stored SQL, with no position: it is not where
     the statement's text is."""
-    default = exp.maybe_parse(text, dialect=Sluice)
+    default: exp.Expr = exp.maybe_parse(text, dialect=Sluice)
     for node in default.walk():
         node.meta.pop("start", None)
     return default
@@ -149,12 +157,12 @@ def _change(statement: ast.BodyStatement, verb: str, item: Item, catalog: Catalo
     )
 
 
-def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expression]:
+def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expr]:
     """UPDATE's SET list as the value each column it names takes, in PostgreSQL's terms:
     a target is a column of the table (`x.b` a field of column `x`, `x[1]` an element of
     it), `(a, b) = (1, 2)` assigns a row, DEFAULT is the column's default."""
-    assigned: dict[str, exp.Expression] = {}
-    defaults = dict(item.details.defaults)
+    assigned: dict[str, exp.Expr] = {}
+    defaults = dict(item.table_desc.defaults)
     for assignment in statement.body.expression.expressions:
         targets = assignment_targets(assignment.this)
         several = isinstance(assignment.this, (exp.Tuple, exp.Paren))
@@ -170,7 +178,7 @@ def _assignments(statement: ast.BodyStatement, item: Item) -> dict[str, exp.Expr
     return assigned
 
 
-def _row_values(assignment: exp.Expression, targets: list, statement: ast.BodyStatement) -> list[exp.Expression]:
+def _row_values(assignment: exp.Expr, targets: list, statement: ast.BodyStatement) -> list[exp.Expr]:
     """The values a multiple-column assignment gives its targets, one each."""
     source = assignment.expression
     span = span_of(source, statement.body)
@@ -186,12 +194,14 @@ def _row_values(assignment: exp.Expression, targets: list, statement: ast.BodySt
     )
 
 
-def _assigned_column(target: exp.Expression, item: Item, statement: ast.BodyStatement) -> str:
+def _assigned_column(target: exp.Expr, item: Item, statement: ast.BodyStatement) -> str:
     """The column an UPDATE target names; a field or an element of it is refused as
     PostgreSQL refuses it, or as not supported."""
     subscripted = isinstance(target, exp.Bracket)
     while isinstance(target, exp.Bracket):
         target = target.this
+    if not isinstance(target, exp.Column):  # the parser lets only (subscripted) columns through
+        raise InternalError.bug(f"an UPDATE target that is a {type(target).__name__}")
     name, *fields = [part.name for part in target.parts]
     span = span_of(target, statement.body)
     column = item.column(name)
@@ -213,19 +223,19 @@ def _assigned_column(target: exp.Expression, item: Item, statement: ast.BodyStat
 
 
 def _planned(
-    query: exp.Expression, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT"
+    query: exp.Expr, statement: ast.BodyStatement, catalog: Catalog, status: str = "SELECT"
 ) -> QueryPlan:
     """`query`, built from parts of the statement's tree, planned: errors point into the
     statement's text."""
     return plan_query(ast.QueryBody(statement.body.sql, query, span=statement.body.span), catalog, status)
 
 
-def _is_true(condition: exp.Expression) -> exp.Expression:
+def _is_true(condition: exp.Expr) -> exp.Expr:
     """`COALESCE(condition, FALSE)`: rows where the condition is NULL are not touched."""
     return exp.func("COALESCE", exp.paren(condition.copy()), exp.false())
 
 
-def _select(item: Item, columns: list[exp.Expression]) -> exp.Select:
+def _select(item: Item, columns: Sequence[exp.Expr]) -> exp.Select:
     """`SELECT <columns, named as the table's>`."""
     return exp.select(*(exp.alias_(c, col.name) for c, col in zip(columns, item.columns, strict=True)))
 
@@ -234,13 +244,13 @@ _INTEGER_RANGES = {"smallint": 2**15, "integer": 2**31, "bigint": 2**63}
 _NOT_STORED = object()
 
 
-def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[tuple] | None:
+def _literal_rows(source: exp.Expr, names: list[str], item: Item) -> list[tuple] | None:
     """`VALUES` of plain literals (what SQL scripts insert most), as stored; None when any
     value needs Spark's casts or a column's default."""
     if not isinstance(source, exp.Values):
         return None
     positions = {name: i for i, name in enumerate(names)}
-    if any(c.name not in positions and c.name in dict(item.details.defaults) for c in item.columns):
+    if any(c.name not in positions and c.name in dict(item.table_desc.defaults) for c in item.columns):
         return None
     rows = []
     for row in source.expressions:
@@ -257,7 +267,7 @@ def _literal_rows(source: exp.Expression, names: list[str], item: Item) -> list[
     return rows
 
 
-def _stored_literal(value: exp.Expression, type_name: str) -> object:
+def _stored_literal(value: exp.Expr, type_name: str) -> object:
     """A literal as a column of `type_name` stores it, or `_NOT_STORED` when only a cast
     on Spark can say (or refuse)."""
     if isinstance(value, exp.Null):

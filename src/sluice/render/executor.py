@@ -181,7 +181,7 @@ def _with_hint(error: SqlError, plan: QueryPlan, catalog: Catalog) -> SqlError:
         catalog.by_id(s)
         for s in catalog.upstream_sources(r.item_id for r in plan.reads if r.errors is None)
     ]
-    suspects = [s for s in suspects if s.details.dead_letter_table is None]
+    suspects = [s for s in suspects if s.source_desc.dead_letter_table is None]
     if suspects and error.hint is None:
         name = suspects[0].name
         error.hint = (

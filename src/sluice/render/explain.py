@@ -170,9 +170,9 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
     """What a sink's job runs at each change of its relation: the relation's query, each
     row encoded on the executors into its identity and payload, collected for the driver
     to diff against what the sink delivered."""
-    relation = catalog.by_id(sink.details.source)
+    relation = catalog.by_id(sink.sink_desc.source)
     if relation.kind == kinds.DEAD_LETTER_TABLE:
-        return dead_letter_sink_program(sink, catalog.by_id(relation.details.source), catalog)
+        return dead_letter_sink_program(sink, catalog.by_id(relation.dead_letter_desc.source), catalog)
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
     # own rows, whose types the recording knows, hold jsonb as text).
     types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
@@ -184,7 +184,7 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
         envelope.prepare()
         return envelope.shape(program.typed(frame, types))
 
-    runs = SINK_RUNS.format(name=sink.name, topic=sink.details.topic)
+    runs = SINK_RUNS.format(name=sink.name, topic=sink.sink_desc.topic)
     return query_program(plan, catalog, tables, continuous, runs, shape)
 
 
@@ -199,7 +199,7 @@ def dead_letter_sink_program(sink: Item, source: Item, catalog: Catalog) -> list
         messages = dead_letter_messages(dead_letters, envelope_of(sink, catalog))
         program.bind(messages, "query", "The (identity, payload) pairs of the dead-letter rows, in the order of their messages")
         messages.collect()
-    return _program(program, DEAD_LETTER_SINK_RUNS.format(name=sink.name, topic=sink.details.topic))
+    return _program(program, DEAD_LETTER_SINK_RUNS.format(name=sink.name, topic=sink.sink_desc.topic))
 
 
 def _runs(planned: PysparkPlan) -> str | None:
@@ -217,7 +217,7 @@ def source_program(item: Item, catalog: Catalog, continuous: bool = False) -> li
         if continuous:
             store = ExplainedStore.ingested(program, item, catalog)
             collection = store.collection(program.spark, item)
-            if item.details.dead_letter_table is not None:
+            if item.source_desc.dead_letter_table is not None:
                 program.bind(collection.dead_letters, f"{item.name}_dead_letters", "Its dead-letter rows")
         else:
             collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
@@ -243,7 +243,7 @@ class ExplainedStore:
         backlog and starting the streaming query (`{name}_ingest()`, which the program
         defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
-        upsert = item.details.envelope != "none"
+        upsert = item.source_desc.envelope != "none"
         read = stream_read(
             program.spark,
             item,
@@ -253,7 +253,7 @@ class ExplainedStore:
         )
         decode = f"{name}_messages"
         with program.function(decode, "raw", comment=f"{name}: {STREAM_UPSERT if upsert else STREAM}") as body:
-            decoded = ingested_messages(Frame(body, ("raw",), dict(read.fields)), item.details)
+            decoded = ingested_messages(Frame(body, ("raw",), dict(read.fields)), item.source_desc)
             body.returns(decoded)
         stream = Frame(program, (f"{decode}(", read, ")"), dict(decoded.fields))
         program.bind(stream, f"{name}_stream", f"{name}: its stream's messages")
@@ -334,7 +334,7 @@ INGESTION = (
 
 def _batch_fields(item: Item) -> dict:
     """The columns of a commit's files, as `batch_rows` makes them."""
-    headers = ("headers",) if item.details.dead_letter_table is not None else ()
+    headers = ("headers",) if item.source_desc.dead_letter_table is not None else ()
     err = dict.fromkeys((*ERRS_COLUMNS, *headers, "mz_timestamp"))
     return {"__out": None, "row": dict.fromkeys(c.name for c in item.columns), "err": err, "__p": None, "__o": None, "__seen": None, "__k": None}
 

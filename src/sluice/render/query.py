@@ -89,7 +89,7 @@ class QueryRenderer:
             collection = self.source(item_id)
             self.check_tolerance(item_id, collection)
             self.read_counts[item_id] = self.read_counts.get(item_id, 0) + 1
-            redirected = item.details.dead_letter_table is not None
+            redirected = item.source_desc.dead_letter_table is not None
             if errors == "ONLY":
                 # With a dead-letter table the source's errs stream receives nothing.
                 errs = collection.errs.select("message", "code")
@@ -106,7 +106,7 @@ class QueryRenderer:
             )
             return observable.rows_of(observed), [Guard(collection.errs, observed=Observed(name, observable.offsets))]
         if item.kind == kinds.DEAD_LETTER_TABLE:
-            collection = self.source(item.details.source)
+            collection = self.source(item.dead_letter_desc.source)
             if collection.dead_letters is not None:
                 return _dead_letter_rows(collection.dead_letters, F.col("mz_timestamp")), []
             return _dead_letter_rows(collection.log, F.lit(self.snapshot_ms)), []
@@ -120,7 +120,7 @@ class QueryRenderer:
         """A source with ERROR TOLERANCE n has failed once it has seen more than n errors,
         wherever they went (errs, dead-letter table), and every read of it fails."""
         item = self.catalog.by_id(item_id)
-        tolerance = item.details.error_tolerance
+        tolerance = item.source_desc.error_tolerance
         if tolerance is None:
             return
         self._persist(collection.base)

@@ -199,7 +199,7 @@ def backlog_read(spark: SparkSession, item: Item, catalog: Catalog, ranges) -> D
 def _reader(reader, item: Item, catalog: Catalog):
     """`reader` (`spark.read` or `spark.readStream`) of the source's topic with the options
     of every read its ingestion makes."""
-    desc = item.details
+    desc = item.source_desc
     options = reader_options(desc, catalog)
     if desc.envelope != "none":
         options["latest_per_key"] = json.dumps(latest_per_key(desc))
@@ -226,7 +226,7 @@ class BatchRows:
     ~800 calls into the JVM, ~0.1 s of a one-message micro-batch's ~0.8 s."""
 
     def __init__(self, messages: DataFrame, item: Item) -> None:
-        desc = item.details
+        desc = item.source_desc
         upsert = desc.envelope != "none"
         self.changes = UpsertChanges(messages.columns) if upsert else None
         redirected = desc.dead_letter_table is not None
@@ -353,7 +353,7 @@ class Ingestion:
 
     @property
     def desc(self) -> SourceDesc:
-        return self.item.details
+        return self.item.source_desc
 
     @property
     def backlog_tag(self) -> str:

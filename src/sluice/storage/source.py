@@ -105,12 +105,12 @@ def render_source(spark: SparkSession, item: Item, catalog: Catalog, read: Sourc
     source, its reader's options and the offsets, and costs a query tens of calls into
     the JVM per column: a snapshot of a topic that has not moved reuses the frames (which
     read Kafka again each time they run)."""
-    return _rendered(spark, item, tuple(reader_options(item.details, catalog).items()), read)
+    return _rendered(spark, item, tuple(reader_options(item.source_desc, catalog).items()), read)
 
 
 @functools.lru_cache(maxsize=64)
 def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], ...], read: SourceRead) -> Collection:
-    desc: SourceDesc = item.details
+    desc = item.source_desc
     raw = (
         spark.read.format(NAME)
         .options(**dict(options))
@@ -155,13 +155,13 @@ def reader_options(desc: SourceDesc, catalog: Catalog) -> dict[str, str]:
     """The `sluice_kafka` options that read and decode the source's topic. Credentials
     travel in options whose names Spark's `spark.redaction.regex` matches (`secret`), so
     plans and logs show them redacted."""
-    connection = catalog.by_id(desc.connection).details
+    connection = catalog.by_id(desc.connection).connection_desc
     kafka = connection_options(connection, catalog)
     decode, logins = {}, {}
     for side, fmt in _sides(desc).items():
         if fmt.native is not None:
             continue
-        registry = None if fmt.registry is None else catalog.by_id(fmt.registry).details
+        registry = None if fmt.registry is None else catalog.by_id(fmt.registry).connection_desc
         decode[side] = decode_spec(fmt, None if registry is None else registry.url)
         login = None if registry is None else registry_login(registry, catalog)
         if login is not None:
@@ -192,7 +192,7 @@ def client_config(desc: SourceDesc, options: dict[str, str]) -> dict[str, str]:
 def retry_policy(item: Item) -> RetryPolicy:
     """How reads of the source wait out transient faults (its RETRY TIMEOUT and RETRY
     DELAY MAX), naming it in the failure they raise past them."""
-    desc: SourceDesc = item.details
+    desc = item.source_desc
     return RetryPolicy(desc.retry_timeout_ms / 1000, desc.retry_delay_max_ms / 1000, item.name)
 
 
@@ -463,8 +463,8 @@ def snapshot_read(catalog: Catalog, item_id: str) -> SourceRead:
     watermarks now. A start that retention has since deleted stays: the reader reports it.
     Transient faults are waited out up to the source's RETRY TIMEOUT."""
     item = catalog.by_id(item_id)
-    desc = item.details
-    connection = catalog.by_id(desc.connection).details
+    desc = item.source_desc
+    connection = catalog.by_id(desc.connection).connection_desc
     brokers = ",".join(connection.brokers)
     try:
         config = client_config(desc, connection_options(connection, catalog).all())

@@ -67,7 +67,7 @@ class StoredCollection(Collection):
         unretracted: Unretracted | None = None,
         present: Callable[[str], bool] | None = None,
     ) -> None:
-        self._desc = item.details
+        self._desc = item.source_desc
         self._frame = frame
         self._unretracted = unretracted or (None if self._desc.envelope == "none" else anti_joined(frame))
         self.errorless = present is not None and not present("errs")

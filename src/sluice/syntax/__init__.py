@@ -57,7 +57,7 @@ def redact_secrets(text: str) -> str:
             statement = parse_statement(text, start, end)
         except ParseError:
             continue
-        if isinstance(statement, ast.SecretStatement):
+        if isinstance(statement, ast.SecretStatement) and statement.value.span is not None:
             values.append(statement.value.span)
     for span in reversed(values):
         text = text[: span.start] + ast.quote_string(ast.REDACTED) + text[span.end :]

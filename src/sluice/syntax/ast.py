@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from sluice.errors import Span
+from sluice.errors import InternalError, Span
 from sluice.syntax.keywords import RESERVED
 
 _BARE_IDENT = re.compile(r"[a-z_][a-z0-9_$]*")
@@ -37,6 +37,9 @@ class Node:
 
     def to_sql(self) -> str:
         raise NotImplementedError(type(self).__name__)
+
+
+N = TypeVar("N", bound=Node)
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,52 @@ class Option(Node):
 
     def to_sql(self) -> str:
         return f"{self.name} = {self.value.to_sql()}"
+
+    # The value as the node the grammar gives for this option's name (`TOPIC` a string,
+    # `START OFFSET` a list of numbers): asking for another is a bug in sluice, an internal error.
+    @property
+    def string(self) -> StringLiteral:
+        return self._value(StringLiteral)
+
+    @property
+    def word(self) -> str:
+        """The text of a value given as a string or a bare word (`SECURITY PROTOCOL = SSL`)."""
+        if isinstance(self.value, (StringLiteral, Ident)):
+            return self.value.value
+        return self._value(StringLiteral).value  # an internal error naming what it is
+
+    @property
+    def number(self) -> NumberLiteral:
+        return self._value(NumberLiteral)
+
+    @property
+    def boolean(self) -> BooleanLiteral:
+        return self._value(BooleanLiteral)
+
+    @property
+    def object_name(self) -> ObjectName:
+        return self._value(ObjectName)
+
+    @property
+    def strings(self) -> tuple[StringLiteral, ...]:
+        return self._items(StringLiteral)
+
+    @property
+    def numbers(self) -> tuple[NumberLiteral, ...]:
+        return self._items(NumberLiteral)
+
+    def _value(self, wanted: type[N]) -> N:
+        return _narrowed(self.value, wanted, f"option {self.name}")
+
+    def _items(self, wanted: type[N]) -> tuple[N, ...]:
+        items = self._value(ValueList).items
+        return tuple(_narrowed(item, wanted, f"an item of option {self.name}") for item in items)
+
+
+def _narrowed(node: Node, wanted: type[N], what: str) -> N:
+    if isinstance(node, wanted):
+        return node
+    raise InternalError.bug(f"{what} is {type(node).__name__}, not {wanted.__name__}")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lark import Token, Tree
 
-from sluice.errors import Span
+from sluice.errors import InternalError, Span
 from sluice.syntax import ast
 from sluice.syntax.keywords import TYPE_WORD_RESERVED
 from sluice.syntax.query import parse_query
@@ -118,6 +118,13 @@ def _constraint(kind: str):
     return build
 
 
+def _placed(token: Token) -> tuple[int, int]:
+    """Where `token` starts and ends in the statement's text (the lexer places every token)."""
+    if token.start_pos is None or token.end_pos is None:
+        raise InternalError.bug(f"token {token.type} without a position")
+    return token.start_pos, token.end_pos
+
+
 class Builder:
     def __init__(self, offset: int) -> None:
         self.offset = offset
@@ -136,11 +143,11 @@ class Builder:
             if child is None:
                 children.append(None)
                 continue
-            if type(child) is Tree:
+            if isinstance(child, Tree):
                 value, child_start, child_end = self._build(child)
                 children.append(value)
             else:
-                child_start, child_end = child.start_pos, child.end_pos
+                child_start, child_end = _placed(child)
                 if keep_keywords or child.type in _DATA_TERMINALS:
                     children.append(child)
             if start < 0:
@@ -155,7 +162,8 @@ class Builder:
         return self.option(tree.data, children, span), start, end
 
     def token_span(self, token: Token) -> Span:
-        return Span(token.start_pos + self.offset, token.end_pos + self.offset)
+        start, end = _placed(token)
+        return Span(start + self.offset, end + self.offset)
 
     def ident(self, token: Token) -> ast.Ident:
         if token.type == "QUOTED_IDENTIFIER":
@@ -457,7 +465,7 @@ class Builder:
     # ------------------------------------------------------------ queries and views
 
     def query(self, token: Token, kind: str) -> ast.QueryBody:
-        return parse_query(token.value, self.offset + token.start_pos, kind)
+        return parse_query(token.value, self.offset + _placed(token)[0], kind)
 
     def create_view(self, children, span):
         materialized, if_not_exists, name, columns, token = children

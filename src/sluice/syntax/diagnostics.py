@@ -90,14 +90,15 @@ def _acceptable(error: UnexpectedToken) -> set[str]:
 def _unexpected_characters(
     error: UnexpectedCharacters, statement: str, offset: int
 ) -> ParseError:
-    pos = offset + error.pos_in_stream
+    at = error.pos_in_stream or 0  # as lark reads it
+    pos = offset + at
     char = error.char
     span = Span(pos, pos + 1)
     if char == "'":
         return ParseError("unterminated quoted string", span=span)
     if char == '"':
         return ParseError("unterminated quoted identifier", span=span)
-    if statement.startswith("/*", error.pos_in_stream):
+    if statement.startswith("/*", at):
         return ParseError("unterminated multiline comment", span=span)
     allowed = set(error.allowed or ())
     found = f'character "{char}"'
@@ -141,7 +142,8 @@ def describe_token(token: Token) -> str:
 
 def _first_word(text: str) -> str:
     """The keyword (or parenthesis) a captured query body starts with."""
-    return _LEAD.match(text).group()
+    lead = _LEAD.match(text)
+    return "" if lead is None else lead.group()
 
 
 _LEAD = re.compile(r"[A-Za-z]+|\(")

@@ -17,6 +17,8 @@ from lark.exceptions import UnexpectedCharacters
 from lark.lexer import Lexer, PatternStr, Token
 from lark.parsers.lalr_analysis import Shift
 
+from sluice.errors import InternalError
+
 _TOKEN = re.compile(
     r"""
     (?:\s+|--[^\n]*|/\*.*?\*/)*+            # skipped: whitespace and comments
@@ -74,6 +76,8 @@ class StateLexer(Lexer):
                     allowed={t for t in states[parser_state.position] if t.isupper()},
                 )
             kind = match.lastgroup
+            if kind is None:
+                raise InternalError.bug("a token of no group of the lexer's pattern")
             if kind == "end":
                 return
             start, pos = match.start(kind), match.end()
@@ -123,7 +127,8 @@ _BLANK = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*+", re.DOTALL)
 
 
 def _skip_blank(text: str, pos: int, stop: int) -> int:
-    return _BLANK.match(text, pos, stop).end()
+    blank = _BLANK.match(text, pos, stop)  # it matches the empty string too
+    return pos if blank is None else blank.end()
 
 
 def _opens_list(text: str, pos: int, stop: int) -> bool:

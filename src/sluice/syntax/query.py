@@ -7,7 +7,8 @@ query nested too deeply for sqlglot's recursion a `StatementTooComplex`.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import sqlglot
 from sqlglot import exp
@@ -172,7 +173,7 @@ class Sluice(Materialize):
     }
 
 
-_KINDS: dict[str, tuple[type[exp.Expression], ...]] = {
+_KINDS: dict[str, tuple[type[exp.Expr], ...]] = {
     "query": (exp.Query, exp.Values),
     "subquery": (exp.Query, exp.Values),
     "INSERT": (exp.Insert,),
@@ -268,7 +269,7 @@ def _check_nesting(tokens: list[Token], offset: int) -> None:
 
 # Shapes sqlglot accepts leniently although they are not SQL; passed through, each would
 # silently become another query (`SELECT a JOIN b` → `SELECT a, b`).
-_LENIENT_SHAPES: list[tuple[type[exp.Expression] | tuple[type[exp.Expression], ...], str, object]] = [
+_LENIENT_SHAPES: list[tuple[type[exp.Expr] | tuple[type[exp.Expr], ...], str, Callable[[Any], object]]] = [
     (exp.Select, "JOIN requires a FROM clause", lambda e: e.args.get("joins") and not e.args.get("from_")),
     (exp.Select, "LATERAL must follow a comma or JOIN", lambda e: e.args.get("laterals")),
     (exp.Update, "UPDATE requires SET", lambda e: not e.args.get("expressions")),
@@ -280,14 +281,14 @@ _LENIENT_SHAPES: list[tuple[type[exp.Expression] | tuple[type[exp.Expression], .
 ]
 
 
-def _names_table(target: exp.Expression | None) -> bool:
+def _names_table(target: exp.Expr | None) -> bool:
     """Whether a write's target is a table's name (INSERT's with its column list)."""
     if isinstance(target, exp.Schema):
         target = target.this
     return isinstance(target, exp.Table) and isinstance(target.this, exp.Identifier)
 
 
-def _reject_lenient_shapes(expression: exp.Expression, offset: int, span: Span) -> None:
+def _reject_lenient_shapes(expression: exp.Expr, offset: int, span: Span) -> None:
     for node in expression.walk():
         for cls, message, bad in _LENIENT_SHAPES:
             if isinstance(node, cls) and bad(node):
@@ -307,7 +308,7 @@ def _check_update_targets(update: exp.Update, offset: int, span: Span) -> None:
                 )
 
 
-def assignment_targets(target: exp.Expression) -> list[exp.Expression]:
+def assignment_targets(target: exp.Expr) -> list[exp.Expr]:
     """The targets of one UPDATE assignment: a parenthesised list is several (sqlglot
     reads a list of one as a parenthesised expression)."""
     if isinstance(target, exp.Tuple):
@@ -315,13 +316,13 @@ def assignment_targets(target: exp.Expression) -> list[exp.Expression]:
     return [target.this] if isinstance(target, exp.Paren) else [target]
 
 
-def _is_set_target(target: exp.Expression) -> bool:
+def _is_set_target(target: exp.Expr) -> bool:
     while isinstance(target, exp.Bracket):
         target = target.this
     return isinstance(target, exp.Column) and all(isinstance(p, exp.Identifier) for p in target.parts)
 
 
-def _first_bad_token(target: exp.Expression) -> str:
+def _first_bad_token(target: exp.Expr) -> str:
     """The first token of `target`'s text that cannot continue a column name with its
     indirection (`.field`, `[subscript]`)."""
     sql = target.sql(dialect=Sluice)
@@ -350,7 +351,7 @@ def _is_name(token: Token, text: str) -> bool:
     return text.isidentifier() and text.upper() not in ("NULL", "TRUE", "FALSE")
 
 
-def _first_position(node: exp.Expression, offset: int) -> Span | None:
+def _first_position(node: exp.Expr, offset: int) -> Span | None:
     for inner in node.walk():
         start = inner.meta.get("start") if inner.meta else None
         if start is not None:
@@ -358,7 +359,7 @@ def _first_position(node: exp.Expression, offset: int) -> Span | None:
     return None
 
 
-def _reads_back(sql: str, expression: exp.Expression) -> bool:
+def _reads_back(sql: str, expression: exp.Expr) -> bool:
     """Whether canonical text parses back to itself, the property `to_sql` promises, with
     every clause `expression` has (sqlglot's printer drops some it reads: ON CONFLICT)."""
     try:
@@ -370,7 +371,7 @@ def _reads_back(sql: str, expression: exp.Expression) -> bool:
     return _clauses(again[0]) == _clauses(expression)
 
 
-def _clauses(expression: exp.Expression) -> set[str]:
+def _clauses(expression: exp.Expr) -> set[str]:
     return {name for name, value in expression.args.items() if value not in (None, False, [])}
 
 

@@ -149,5 +149,5 @@ def _bytes(text: str | None) -> bytes | None:
 
 def dead_letters(sink: Item, catalog: Catalog) -> DeadLetters:
     """The envelope of a sink from a dead-letter table."""
-    source = catalog.by_id(catalog.by_id(sink.details.source).details.source)
-    return DeadLetters(source.details.topic, source.name, source)
+    source = catalog.by_id(catalog.by_id(sink.sink_desc.source).dead_letter_desc.source)
+    return DeadLetters(source.source_desc.topic, source.name, source)

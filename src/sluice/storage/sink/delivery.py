@@ -31,7 +31,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from sluice.catalog.items import Item, SinkDesc
+from sluice.catalog.items import Item
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError
@@ -91,8 +91,8 @@ class Delivery:
     def __init__(self, sink: Item, catalog: Catalog, identity: str) -> None:
         self.sink = sink
         self.identity = identity
-        self.desc: SinkDesc = sink.details
-        connection = catalog.by_id(self.desc.connection).details
+        self.desc = sink.sink_desc
+        connection = catalog.by_id(self.desc.connection).connection_desc
         self.bootstrap = ",".join(connection.brokers)
         self.config = connection_config(connection_options(connection, catalog).all())
         self.progress_key = identity.encode()

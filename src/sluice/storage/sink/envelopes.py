@@ -30,7 +30,7 @@ from sluice.storage.sink.envelope import SinkEnvelope
 
 def envelope_of(sink: Item, catalog: Catalog) -> SinkEnvelope:
     """The envelope of the sink `sink`: by what its relation is, then by its ENVELOPE."""
-    relation = catalog.by_id(sink.details.source)
+    relation = catalog.by_id(sink.sink_desc.source)
     if relation.kind == kinds.DEAD_LETTER_TABLE:
         return dead_letters(sink, catalog)
     return _row_envelope(sink, catalog)
@@ -132,13 +132,13 @@ def _registry(desc: SinkDesc, catalog: Catalog) -> SchemaRegistry | SchemaIds | 
         if fmt is not None and fmt.registry is not None:
             if recorded():  # EXPLAIN PYSPARK registers nothing: the ids are its program's variables
                 return SchemaIds()
-            connection = catalog.by_id(fmt.registry).details
-            return SchemaRegistry(connection.url, *(registry_login(connection, catalog) or ()))
+            connection = catalog.by_id(fmt.registry).connection_desc
+            return SchemaRegistry(connection.registry_url, *(registry_login(connection, catalog) or ()))
     return None
 
 
 def _row_envelope(sink: Item, catalog: Catalog) -> SinkEnvelope:
-    desc = sink.details
+    desc = sink.sink_desc
     relation = catalog.by_id(desc.source)
     registry = _registry(desc, catalog)
     rows = _Rows(desc.value_format, registry, desc.topic)
