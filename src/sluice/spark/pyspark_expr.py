@@ -58,11 +58,11 @@ class Expr:
         raise TypeError("a recorded PySpark expression is not iterable")
 
     __hash__ = object.__hash__
+
     def as_operand(self) -> tuple:
         """The parts writing this expression inside another: its own (a DataFrame is kept
         whole instead)."""
         return self.parts
-
 
     def __format__(self, spec: str) -> str:
         """In a message, a placeholder `fail_if` writes as the expression's value."""
@@ -113,10 +113,12 @@ class Sql:
 
 
 def call(method: str, args: tuple, kwargs: dict) -> tuple:
+    """`.method(args…, kwargs…)` as parts."""
     return (f".{method}",) + arguments(args, kwargs)
 
 
 def arguments(args: tuple, kwargs: dict) -> tuple:
+    """A call's parenthesised arguments as parts (a keyword no identifier can spell as `**{…}`)."""
     parts: tuple = ("(",)
     written = [parts_of(a) for a in args]
     for key, value in kwargs.items():
@@ -130,6 +132,8 @@ def arguments(args: tuple, kwargs: dict) -> tuple:
 
 
 def parts_of(value) -> tuple:
+    """The parts writing `value` as an argument: an expression as an operand; a list, tuple,
+    dict or lambda item by item; anything else as a literal."""
     if isinstance(value, Expr):
         return value.as_operand()
     if isinstance(value, (list, tuple)):
@@ -151,6 +155,8 @@ def parts_of(value) -> tuple:
 
 
 def literal(value) -> str:
+    """`value` as Python source; a date, decimal or dataclass adds its import to the active
+    recording's program."""
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (bytes, bool, int, float)) or value is None or isinstance(value, DataType):

@@ -14,6 +14,7 @@ RETURN = object()  # the target of a function's `return` statement
 
 
 def comment_lines(comment: str | None) -> list[str]:
+    """`comment`, if any, as comment lines."""
     return [] if comment is None else [f"# {line}" for line in comment.split("\n")]
 
 
@@ -112,6 +113,7 @@ def _outermost_groups(line: str) -> list[tuple[int, int, list[int]]]:
 
 
 def sql_literal(text: str) -> str:
+    """Spark SQL text as a triple-quoted string where it can be one, else a plain literal."""
     if '"""' not in text and "\\" not in text and not text.endswith('"'):
         return f'"""{text}"""'
     return literal(text)
