@@ -19,7 +19,7 @@ import time
 
 import fastavro
 
-from sluice.kafka.decode import AvroDecoder
+from sluice.kafka.avro_decode import AvroDecoder
 
 SCHEMA = {
     "type": "record",

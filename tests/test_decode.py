@@ -15,18 +15,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sluice.catalog.formats import AvroInline, Csv, Json
-from sluice.kafka.decode import (
-    _CHECKED_JSON,
-    JSON_MAX_BYTES,
-    AvroDecoder,
-    CsvDecoder,
-    JsonDecoder,
-    _SerdeScan,
-    describe_bytes,
-    parse_schema,
-)
+from sluice.kafka.avro_decode import AvroDecoder
+from sluice.kafka.avro_schema import parse_schema
+from sluice.kafka.csv_decode import CsvDecoder
+from sluice.kafka.decode import describe_bytes
 from sluice.kafka.embedded import produce
 from sluice.kafka.encode import avro_datum
+from sluice.kafka.json_decode import _CHECKED_JSON, JSON_MAX_BYTES, JsonDecoder
+from sluice.kafka.json_scan import _SerdeScan
 from sluice.spark.kafka_source import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
 from tests import poison

@@ -25,8 +25,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 import sluice
 from sluice.kafka import retry
+from sluice.kafka.avro_decode import AvroDecoder
 from sluice.kafka.client import OffsetsRegressed, regression, transient, watermarks
-from sluice.kafka.decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of

@@ -25,8 +25,9 @@ from sluice.catalog.formats import FORMATS, AvroRegistry, Bytes, Json, Text, for
 from sluice.catalog.store import FILE_NAME, VERSION
 from sluice.catalog.types import Column, SqlType, list_of, record
 from sluice.errors import CatalogCorrupt
-from sluice.kafka.decode import AvroDecoder, JsonDecoder
+from sluice.kafka.avro_decode import AvroDecoder
 from sluice.kafka.embedded import produce
+from sluice.kafka.json_decode import JsonDecoder
 from sluice.syntax import ast
 from tests.registry import Registry
 

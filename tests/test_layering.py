@@ -43,7 +43,17 @@ FLOORS = {
 # Modules below their package's floor: the message codecs (bytes ↔ values, and the retry
 # policy a registry look-up follows), which import nothing of sluice but each other, so the
 # format registry (`catalog/formats.py`) can own its decoder and encoder.
-MODULE_FLOORS = {"kafka.decode": 0, "kafka.encode": 0, "kafka.retry": 0}
+MODULE_FLOORS = {
+    "kafka.decode": 0,
+    "kafka.csv_decode": 0,
+    "kafka.json_decode": 0,
+    "kafka.json_scan": 0,
+    "kafka.avro_decode": 0,
+    "kafka.avro_columns": 0,
+    "kafka.avro_schema": 0,
+    "kafka.encode": 0,
+    "kafka.retry": 0,
+}
 # What cli may import besides itself: the session, the public API and its helpers, and
 # the Kafka tools behind `sluice kafka …` and the REPL's `\produce` (a broker, topics,
 # message bytes, a consumer, the schema registry: none of them plans or renders), and the

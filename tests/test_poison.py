@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sluice
-from sluice.kafka.decode import AvroDecoder, JsonDecoder
+from sluice.kafka.avro_decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka
+from sluice.kafka.json_decode import JsonDecoder
 from tests import poison
 from tests.registry import Registry
 from tests.test_decode import avro_bodies, clock_bodies, csv_payloads, json_payloads, registry_payloads

@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 import sluice
 from sluice.catalog.formats import Csv, Json
 from sluice.catalog.types import Column, SqlType
-from sluice.spark.pyspark_code import (
-    Expr,
-    F,
-    _parts,
-    _statement_lines,
-    recording,
-    wrapped,
-)
+from sluice.spark.pyspark_code import F, recording
+from sluice.spark.pyspark_expr import Expr, parts_of
+from sluice.spark.pyspark_layout import statement_lines, wrapped
 from sluice.storage.sink.encode import RowBytes
 
 scalars = st.one_of(
@@ -41,7 +36,7 @@ values = st.recursive(
 
 @given(values)
 def test_an_argument_reads_back_as_itself(value) -> None:
-    assert eval("".join(_parts(value)), {}) == value
+    assert eval("".join(parts_of(value)), {}) == value
 
 
 columns = st.lists(
@@ -59,7 +54,7 @@ steps = st.builds(
 def test_a_python_step_reads_back_as_itself_with_its_imports(step) -> None:
     """A sink's UDF function, printed as the call of its class, imported by its path."""
     with recording() as program:
-        written = "".join(_parts(step))
+        written = "".join(parts_of(step))
     namespace: dict = {}
     exec("\n".join(sorted(program.imports)), namespace)
     assert eval(written, namespace) == step
@@ -71,7 +66,7 @@ def test_a_chain_split_into_lines_says_what_it_said(calls) -> None:
     for method, argument in calls:
         chain = getattr(chain, method)(argument)
     text = "".join(chain.parts)
-    written = "\n".join(_statement_lines("frame", text))
+    written = "\n".join(statement_lines("frame", text))
     assert ast.dump(ast.parse(written)) == ast.dump(ast.parse(f"frame = {text}"))
 
 

@@ -42,7 +42,7 @@ from sluice.catalog.types import (
     unique_columns,
 )
 from sluice.errors import FeatureNotSupported, InternalError, InvalidSchema, Span
-from sluice.kafka.decode import DEBEZIUM_JSON, parse_schema
+from sluice.kafka.avro_schema import DEBEZIUM_JSON, parse_schema
 
 
 def parse_avro_schema(text: str, span: Span | None) -> object:

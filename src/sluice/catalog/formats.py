@@ -39,7 +39,9 @@ from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.values import pg_text
 
 if TYPE_CHECKING:
-    from sluice.kafka.decode import AvroDecoder, CsvDecoder, JsonDecoder
+    from sluice.kafka.avro_decode import AvroDecoder
+    from sluice.kafka.csv_decode import CsvDecoder
+    from sluice.kafka.json_decode import JsonDecoder
     from sluice.kafka.retry import RetryPolicy
 
 # How the renderer gets a side's decoded value: Spark decodes the raw bytes as UTF-8 text
@@ -225,7 +227,7 @@ class Json(Format):
         return cls(columns)
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> JsonDecoder:
-        from sluice.kafka.decode import JsonDecoder
+        from sluice.kafka.json_decode import JsonDecoder
 
         return JsonDecoder()
 
@@ -288,7 +290,7 @@ class Csv(Format):
         return cls(columns, delimiter, node.header is not None)
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> CsvDecoder:
-        from sluice.kafka.decode import CsvDecoder
+        from sluice.kafka.csv_decode import CsvDecoder
 
         return CsvDecoder(len(self.columns), self.delimiter)
 
@@ -347,7 +349,7 @@ class AvroInline(_Avro):
         )
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> AvroDecoder:
-        from sluice.kafka.decode import AvroDecoder
+        from sluice.kafka.avro_decode import AvroDecoder
 
         return AvroDecoder(self.schema, self.confluent_wire_format, None, None, retry)
 
@@ -384,7 +386,7 @@ class AvroRegistry(_Avro):
         return cls(columns, True, schema, registry)
 
     def decoder(self, registry_url: str | None, login: tuple | None, retry: RetryPolicy) -> AvroDecoder:
-        from sluice.kafka.decode import AvroDecoder
+        from sluice.kafka.avro_decode import AvroDecoder
 
         return AvroDecoder(self.schema, True, registry_url, login, retry)
 

@@ -26,15 +26,10 @@ from sluice.catalog.store import Catalog
 from sluice.errors import FeatureNotSupported
 from sluice.plan.plans import PysparkPlan, QueryPlan
 from sluice.render.query import QueryRenderer, first_errors, relation_view
-from sluice.spark.pyspark_code import (
-    Expr,
-    Frame,
-    Recording,
-    Typed,
-    Unrecordable,
-    recording,
-    wrapped,
-)
+from sluice.spark.pyspark_code import recording
+from sluice.spark.pyspark_expr import Expr, Unrecordable
+from sluice.spark.pyspark_frame import Frame, Recording, Typed
+from sluice.spark.pyspark_layout import wrapped
 from sluice.storage.ingest import (
     backlog_read,
     batch_rows,
