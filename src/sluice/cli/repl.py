@@ -241,35 +241,16 @@ class SparkStarter:
 
 
 
-def keep_cancelling(session: Session, group: str, worker: threading.Thread) -> None:
-    """Cancel the Spark jobs of job group `group`, and keep cancelling them while `worker`
-    still runs (on a thread of its own): a statement interrupted between two jobs (reading
-    Kafka offsets, planning) would otherwise start its next one after the cancel, unseen
-    and unstoppable."""
-
-    def cancel() -> None:
-        while True:
-            try:
-                session.cancel_job_group(group)
-            except Exception:  # a JVM that is going away has no jobs left to cancel
-                return
-            worker.join(0.5)
-            if not worker.is_alive():
-                return
-
-    threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
-
-
 class Cancelled(Exception):
     """The user pressed Ctrl-C while a statement ran."""
 
 
 def _interruptible(
     work: Callable[[], Any],
-    on_interrupt: Callable[[threading.Thread], None] | None = None,
+    on_interrupt: Callable[[], None] | None = None,
     progress: ProgressLine | None = None,
 ) -> Any:
-    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt(worker)` and
+    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt()` and
     raises `Cancelled`."""
     try:
         return watched(work, progress, on_interrupt)
@@ -333,7 +314,6 @@ class Repl:
         self.failed = False  # whether any statement or command failed (piped input's exit status)
         # Where `\\produce` reads its lines from: the terminal, or the rest of piped input.
         self.read_data: Callable[[], str | None] = lambda: None
-        self._statements = 0
         self._setup_done = threading.Event()
         self._setup_done.set()
         self._setup_error: SqlError | None = None
@@ -439,21 +419,21 @@ class Repl:
         work: Callable[[], Any],
         on_interrupt: Callable[[], None] | None = None,
     ) -> Any:
-        """`work()` with its Spark jobs in a group of their own, which Ctrl-C cancels."""
-        self._statements += 1
-        group = f"sluice-repl-{self._statements}"
+        """`work()` as a statement of the session's own, which Ctrl-C cancels (Spark's jobs
+        with it)."""
+        statement = self.session.cancellable(text)
 
-        def grouped() -> Any:
-            self.session.join_job_group(group, text)
-            return work()
+        def run() -> Any:
+            with self.session.running(statement):
+                return work()
 
-        def interrupt(worker: threading.Thread) -> None:
+        def interrupt() -> None:
             if on_interrupt is not None:
                 on_interrupt()
-            keep_cancelling(self.session, group, worker)
+            self.session.cancel(statement)
 
-        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
-        return _interruptible(grouped, interrupt, line)
+        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(statement), waited))
+        return _interruptible(run, interrupt, line)
 
     def _subscribe(self, subscribe: Callable[[str], Any], text: str) -> None:
         """Print the changes of `session.subscribe(text)` until Ctrl-C or its end. A
