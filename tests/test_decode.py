@@ -29,8 +29,8 @@ from sluice.kafka.embedded import produce
 from sluice.kafka.encode import avro_datum
 from sluice.spark.kafka_source import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
-from tests import poison
-from tests.registry import Registry
+from tests.support import poison
+from tests.support.registry import Registry
 
 UNION = {"type": "record", "name": "r", "fields": [
     {"name": "id", "type": "long"},

@@ -28,7 +28,7 @@ from sluice.errors import CatalogCorrupt
 from sluice.kafka.decode import AvroDecoder, JsonDecoder
 from sluice.kafka.embedded import produce
 from sluice.syntax import ast
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 CATALOGS = Path(__file__).parent / "catalogs"
 UTC = datetime.timezone.utc
