@@ -183,9 +183,10 @@ class Session:
     def running(self, handle: Cancellable, *, start_spark: bool = False) -> Iterator[None]:
         """Run the block as `handle`'s statement: the Spark jobs the calling thread starts
         in it are the handle's (a Spark job group of its own), which `cancel` cancels.
-        Without Spark running — and `start_spark` (a statement that will need Spark: its
-        first jobs are the handle's too) — nothing runs on Spark to cancel. The block
-        may be entered again, as one statement's next step."""
+        `start_spark` starts Spark first, for a statement that will need it (so that its
+        first jobs are the handle's too); otherwise a statement that finds Spark not
+        running has no Spark jobs to cancel. The block may be entered again, as one
+        statement's next step (a COPY's subscription, then its rows)."""
         if start_spark:
             self.start_spark()
         if spark_running():
