@@ -41,6 +41,13 @@ def _run(session: Session, handle, sql: str) -> tuple[threading.Thread, list[Bas
     return worker, raised
 
 
+def _assert_cancelled(raised: list[BaseException], handle) -> None:
+    """The statement failed as Spark fails a job of a cancelled group: the handle's."""
+    assert len(raised) == 1 and isinstance(raised[0], SqlError), raised
+    assert "[SPARK_JOB_CANCELLED] Job" in raised[0].message, raised[0].message
+    assert f"cancelled part of cancelled job group {handle.group}" in raised[0].message, raised[0].message
+
+
 def test_a_cancelled_statement_stops_its_spark_jobs_and_the_session_goes_on(session, spark) -> None:
     handle = session.cancellable(LONG_QUERY)
     worker, raised = _run(session, handle, LONG_QUERY)
@@ -52,7 +59,7 @@ def test_a_cancelled_statement_stops_its_spark_jobs_and_the_session_goes_on(sess
     session.cancel(handle)  # a second cancel (Ctrl-C again, a CancelRequest and a disconnect) changes nothing
     worker.join(60)
     assert not worker.is_alive(), "the cancelled statement still runs"
-    assert len(raised) == 1 and isinstance(raised[0], SqlError), raised
+    _assert_cancelled(raised, handle)
     assert wait_for(lambda: not active_jobs(spark), 30), "the cancelled statement's jobs still run"
     assert session.progress(handle).tasks is None
     # The session, and the thread's next statement with a handle of its own, go on.
@@ -69,6 +76,6 @@ def test_a_statement_cancelled_before_it_runs_has_its_jobs_cancelled_as_they_sta
     worker, raised = _run(session, handle, LONG_QUERY)
     worker.join(90)
     assert not worker.is_alive(), "the statement cancelled before it ran still runs"
-    assert len(raised) == 1 and isinstance(raised[0], SqlError), raised
+    _assert_cancelled(raised, handle)
     assert wait_for(lambda: not active_jobs(spark), 30)
     print(f"\nended in {time.monotonic() - began:.1f} s")
