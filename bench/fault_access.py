@@ -4,7 +4,7 @@ does; messages decoded through a schema registry that demands a login.
 
 Usage: python bench/fault_access.py [--tries N] [--messages N]
 
-The scenarios are tests/access_scenarios.py's (tests/test_faults_access.py asserts on the
+The scenarios are tests/support/access_scenarios.py's (tests/test_faults_access.py asserts on the
 same): real processes (one killed with SIGKILL), files on disk, the embedded broker, an
 HTTP schema registry answering 401 without the right login, a SASL door speaking Kafka's
 protocol, and a local Spark session. Places searched for a value: every file under the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.access_scenarios import SASL_PASSWORD, SASL_USER, lock_scenario, secret_scenario  # noqa: E402
+from tests.support.access_scenarios import SASL_PASSWORD, SASL_USER, lock_scenario, secret_scenario  # noqa: E402
 
 
 def measure(tries: int = 5, messages: int = 200) -> list[tuple[str, object]]:

@@ -3,7 +3,7 @@ SELECTs over a moving UPSERT topic see each key once.
 
 Usage: python bench/fault_inputs.py [--texts N] [--queries N]
 
-The corpus is tests/hostile_inputs.py's (tests/test_hostile_inputs.py asserts on the
+The corpus is tests/support/hostile_inputs.py's (tests/test_hostile_inputs.py asserts on the
 same): every construct nested or chained to 32, 33, 1,000 and 10,000 levels, statements
 that once crashed, N arbitrary texts, corrupt catalog files and malformed schema-registry
 answers (a real HTTP server). They go through `sluice.parse`, `Session.plan`,
@@ -12,7 +12,7 @@ as a real subprocess. An answer is `ok` or a `SqlError` with a SQLSTATE; anythin
 another exception, an internal error (XX000), a traceback on stderr — is counted. Then
 N snapshot SELECTs over an UPSERT source ingested from a topic a producer thread keeps
 updating, each held between its reads until another micro-batch commits
-(tests/moving_topic.py), on the embedded broker.
+(tests/support/moving_topic.py), on the embedded broker.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.hostile_inputs import (  # noqa: E402
+from tests.support.hostile_inputs import (  # noqa: E402
     BRACKETED,
     CHAINS,
     CORRUPT_CATALOGS,
@@ -39,7 +39,7 @@ from tests.hostile_inputs import (  # noqa: E402
     outcome,
     random_texts,
 )
-from tests.moving_topic import KEYS, Producer, until_a_commit  # noqa: E402
+from tests.support.moving_topic import KEYS, Producer, until_a_commit  # noqa: E402
 
 import sluice  # noqa: E402
 from sluice.storage.store import Store  # noqa: E402

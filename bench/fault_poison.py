@@ -1,5 +1,5 @@
 """Poison messages against real sources: of the catalogue of hostile messages the test suite
-keeps (tests/poison.py: every format, keys and values, every envelope), how many kinds break
+keeps (tests/support/poison.py: every format, keys and values, every envelope), how many kinds break
 a source — its snapshot SELECT failing for another reason than its own first error, `FROM
 ONLY ERRORS` failing, a message unaccounted for, or the continuous ingestion of a twin with
 a dead-letter table dying — on a local Spark session, the embedded broker and a loopback
@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests import poison  # noqa: E402
-from tests.registry import Registry  # noqa: E402
+from tests.support import poison  # noqa: E402
+from tests.support.registry import Registry  # noqa: E402
 
 import sluice  # noqa: E402
 from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402

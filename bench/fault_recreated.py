@@ -2,7 +2,7 @@
 embedded broker run by `sluice kafka serve` as a child process, restarted on the same port
 to re-create its topic).
 
-Each run of `RUNS` (tests/recreated_topic.py's `recreated_run`) has a source read a topic
+Each run of `RUNS` (tests/support/recreated_topic.py's `recreated_run`) has a source read a topic
 under a materialized view, re-creates the topic with fewer messages (or fewer
 partitions) under the running session or while none runs, takes what each session then
 shows (the running one, the next, the next once the new topic has passed the old one's
@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.recreated_topic
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.recreated_topic
 
-from tests.recreated_topic import Run, expected_shown, recreated_run  # noqa: E402
+from tests.support.recreated_topic import Run, expected_shown, recreated_run  # noqa: E402
 
 RUNS = (
     Run(old=100, new=3),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.*
 
-from tests.sinks import read_committed, upserted  # noqa: E402
-from tests.store_faults import data_root  # noqa: E402
+from tests.support.sinks import read_committed, upserted  # noqa: E402
+from tests.support.store_faults import data_root  # noqa: E402
 
 import sluice  # noqa: E402
 from sluice.catalog.store import FILE_NAME  # noqa: E402

@@ -20,10 +20,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.sinks
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.sinks
 
-from tests.sinks import outage_case  # noqa: E402
-from tests.test_dead_letter_sink import killed_mid_transaction  # noqa: E402
+from tests.support.dead_letters import killed_mid_transaction  # noqa: E402
+from tests.support.sinks import outage_case  # noqa: E402
 
 from sluice.kafka.embedded import EmbeddedKafka  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Store faults, counted on real components (Spark, the embedded broker, files on disk).
 
-Each damage of tests/store_faults.py is done to the stores of an ENVELOPE NONE source
+Each damage of tests/support/store_faults.py is done to the stores of an ENVELOPE NONE source
 with a dead-letter table and of an UPSERT source under a materialized view — with the
 session stopped, and (for the damages a running stream allows) while it runs — and what
 the session then shows is compared with what was produced: right, a loud error, or lost
@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.store_faults
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.store_faults
 
-from tests.store_faults import (  # noqa: E402
+from tests.support.store_faults import (  # noqa: E402
     DAMAGES,
     WHILE_RUNNING,
     Produced,

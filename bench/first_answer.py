@@ -31,9 +31,8 @@ import pexpect
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_first_hour import free_port, quitting  # noqa: E402
-from tests.test_readme import quick_start  # noqa: E402
-from tests.test_repl import environment  # noqa: E402
+from tests.support.readme import quick_start  # noqa: E402
+from tests.support.terminal import environment, free_port, quitting  # noqa: E402
 
 # Run in the REPL's process: wraps the steps of a statement's ingestion start and query,
 # appending (step, start, end) in seconds since the process began to $TIMINGS.

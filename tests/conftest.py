@@ -5,9 +5,21 @@ A test gets the marker from the fixtures it uses (`spark`, and any fixture built
 so `pytest -m "not spark"` runs the JVM-free tier. A test without the marker cannot start
 Java, in its own process or a child (its JAVA_HOME is a directory that does not exist), so
 a test that forgets the `spark` fixture fails in that tier, and its report says why.
+
+Hypothesis runs under one of two profiles, chosen by `HYPOTHESIS_PROFILE` (by default
+`ci` where `CI` is set, else `random`): `ci` draws the same examples on every run and keeps
+no example database, so CI fails only on a change of the tree (`.ci/run` picks it);
+`random` draws new examples each run, and replays a failure's first from `.hypothesis/`.
 """
 
+import os
+
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("random", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "random"))
 
 # What a test without the `spark` marker finds as JAVA_HOME: Spark's launcher fails on it.
 NO_JAVA = "/nonexistent/java-for-a-test-not-marked-spark"

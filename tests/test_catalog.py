@@ -213,8 +213,8 @@ def test_an_older_catalog_put_back_reuses_no_id_and_deletes_nothing(spark, kafka
     secret, a sink, a dropped table) are unknown to that copy put back: their files are
     set aside, named in the warnings, and new items get ids none of them had."""
     from sluice.kafka.embedded import produce
-    from tests.sinks import read_committed, upserted
-    from tests.store_faults import data_root
+    from tests.support.sinks import read_committed, upserted
+    from tests.support.store_faults import data_root
 
     for topic in ("ta", "tb", "o1", "o2"):
         kafka.create_topic(topic, 1)

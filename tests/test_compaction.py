@@ -25,7 +25,7 @@ from sluice.storage import store as store_module
 from sluice.storage.compaction import compact, compact_after, remove_replaced
 from sluice.storage.location import disk
 from tests.compaction_model import ModelStore, random_batches, shown
-from tests.store_faults import killed_and_reopened
+from tests.support.store_faults import killed_and_reopened
 
 
 def source(upsert: bool, redirected: bool) -> Item:

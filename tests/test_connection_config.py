@@ -17,7 +17,7 @@ from sluice.catalog.secrets import connection_options
 from sluice.kafka.client import connection_config
 from sluice.spark.kafka_source import Options
 from sluice.storage.source import reader_options
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 
 def options_of(data_dir, script: str):

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import sluice
 from sluice.kafka.embedded import produce
 from sluice.storage.location import HadoopFiles, Location, local
-from tests.sinks import read_committed, upserted
+from tests.support.sinks import read_committed, upserted
 
 FILES = ["a", "b", "d/a", "d/b", "e/a"]
 FOLDERS = ["d", "e"]

@@ -7,91 +7,18 @@ transaction's messages to its own read_committed consumers)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sluice
-from sluice.kafka.client import watermarks
 from sluice.kafka.consume import read_committed
-from sluice.kafka.embedded import EmbeddedKafka, produce
-from sluice.kafka.topics import ControlServer
+from sluice.kafka.embedded import EmbeddedKafka
 from sluice.storage.sink.changes import Change, Message
 from sluice.storage.sink.dead_letter import DeadLetters, context_headers
-from tests.sinks import read_all
-from tests.store_faults import ROOT, kill_rounds
-
-CHILD = Path(__file__).resolve().parent / "dead_letter_sink_child.py"
-SCRIPT = """
-    CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}');
-    CREATE SOURCE n FROM KAFKA CONNECTION kafka (TOPIC 'n') FORMAT TEXT WITH (REDIRECT ERRORS = dlq);
-    CREATE SINK dead FROM dlq INTO KAFKA CONNECTION kafka (TOPIC 'dead');
-"""
-BAD = b"\xff"
-ERROR = 'Decode error: Failed to decode UTF-8 (original bytes: "ff")'
-
-
-def open_session(data_dir: Path, bootstrap: str) -> sluice.Session:
-    create = not (data_dir / "catalog.json").exists()
-    session = sluice.Session(data_dir)
-    if create:
-        session.execute_script(SCRIPT.format(bootstrap=bootstrap))
-    return session
-
-
-@dataclass(frozen=True)
-class Sent:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...]
-
-
-class Produced:
-    """Messages to topic `n`, some of them bad, each with a header of its own."""
-
-    def __init__(self, bootstrap: str, seed: int) -> None:
-        self.bootstrap = bootstrap
-        self.rng = random.Random(seed)
-        self.sent: list[Sent] = []
-
-    def more(self, count: int) -> None:
-        rng = self.rng
-        for partition in (0, 1):
-            start = watermarks(self.bootstrap, "n", {})[partition][1]
-            batch = []
-            for i in range(count // 2):
-                key = rng.choice([b"a", b"b", None])
-                value = rng.choice([b"x", BAD])
-                headers = (("seq", b"%d" % (len(self.sent) + len(batch))),) + rng.choice([(), (("h", b"\x00\xfe"),)])
-                batch.append(Sent(partition, start + i, key, value, headers))
-            produce(self.bootstrap, "n", [(s.key, s.value, list(s.headers)) for s in batch], partition=partition)
-            self.sent += batch
-
-    def dead_letters(self) -> list[tuple]:
-        """What the sink's topic must hold, one message per bad message."""
-        return sorted((
-            (s.key, s.value, s.headers + context_headers("n", s.partition, s.offset, "n", ERROR))
-            for s in self.sent
-            if s.value == BAD
-        ), key=repr)
-
-
-def sunk(bootstrap: str, at_least: int) -> list[tuple]:
-    messages = read_committed(bootstrap, "dead", at_least, 60)
-    return sorted(((m.key(), m.value(), tuple(m.headers() or ())) for m in messages), key=repr)
-
+from tests.support.dead_letters import CHILD, Produced, children_broker, killed_mid_transaction, open_session, sunk
+from tests.support.store_faults import kill_rounds
 
 ROW = st.tuples(
     st.none() | st.binary(max_size=8),  # key
@@ -133,21 +60,6 @@ def test_a_dead_letter_sink_writes_each_bad_message_once_with_its_headers(spark,
             assert sunk(kafka.bootstrap, len(produced.dead_letters())) == produced.dead_letters()
 
 
-@contextlib.contextmanager
-def children_broker(seed: int, count: int) -> Iterator[tuple[EmbeddedKafka, Produced]]:
-    """An embedded broker whose control socket lets child sessions create topics, with
-    `count` messages produced to the two partitions of `n`."""
-    with EmbeddedKafka() as kafka:
-        control = ControlServer(kafka.bootstrap, kafka.create_topic)
-        try:
-            kafka.create_topic("n", 2)
-            produced = Produced(kafka.bootstrap, seed=seed)
-            produced.more(count)
-            yield kafka, produced
-        finally:
-            control.close()
-
-
 # One kill round by default; the long tier kills three sessions in turn.
 @pytest.mark.parametrize("rounds", [1, pytest.param(3, marks=pytest.mark.long)])
 def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path, rounds) -> None:
@@ -163,38 +75,6 @@ def test_killed_sessions_sink_every_dead_letter_exactly_once(spark, tmp_path, ro
             got = sunk(kafka.bootstrap, len(expected))
     assert len(got) == len(expected), (len(got), len(expected))
     assert got == expected
-
-
-@dataclass(frozen=True)
-class KilledMidTransaction:
-    expected: list[tuple]  # the dead letters the topic must hold, each once
-    got: list[tuple]  # the topic's messages as sluice's read_committed reader reads them
-    in_log: int  # messages in the embedded broker's log, aborted ones included
-    reported: tuple  # SHOW SINKS's status and rows written
-
-
-def killed_mid_transaction(work: Path, kills: int) -> KilledMidTransaction:
-    """A dead-letter sink's sessions, `kills` in turn, each killed (SIGKILL) in the middle
-    of a step's transaction once it has written 600 messages and they are acknowledged;
-    then a session reopened on the data directory delivers the rest."""
-    work.mkdir(parents=True, exist_ok=True)
-    data_dir = work / "data"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
-    with children_broker(5, 4_000) as (kafka, produced):
-        for _ in range(kills):
-            with open(work / "child.log", "a") as errors:
-                child = subprocess.run(
-                    [sys.executable, str(CHILD), str(data_dir), kafka.bootstrap, "600"],
-                    stdout=subprocess.PIPE, stderr=errors, env=env, text=True, timeout=600,
-                )
-            assert child.returncode == -signal.SIGKILL, (child.returncode, (work / "child.log").read_text()[-3000:])
-        with open_session(data_dir, kafka.bootstrap) as reopened:
-            reopened.execute("SELECT count(*) FROM dlq")
-            reopened.drain_sinks(300)
-            (row,) = reopened.execute("SHOW SINKS").rows
-            expected = produced.dead_letters()
-            got = sunk(kafka.bootstrap, len(expected))
-            return KilledMidTransaction(expected, got, len(read_all(kafka.bootstrap, "dead")), row[3:5])
 
 
 # One session killed by default; the long tier kills five in turn, each redoing the step.

@@ -25,8 +25,8 @@ from sluice.kafka.json_decode import _CHECKED_JSON, JSON_MAX_BYTES, JsonDecoder
 from sluice.kafka.json_scan import _SerdeScan
 from sluice.spark.kafka_source import Options, decode_spec, read_range
 from sluice.syntax.ast import AvroFormat, CsvFormat, InlineSchema, JsonFormat, StringLiteral
-from tests import poison
-from tests.registry import Registry
+from tests.support import poison
+from tests.support.registry import Registry
 
 UNION = {"type": "record", "name": "r", "fields": [
     {"name": "id", "type": "long"},

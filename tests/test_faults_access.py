@@ -20,7 +20,7 @@ from sluice.catalog.store import FILE_NAME
 from sluice.plan import plan
 from sluice.syntax import redact_secrets
 from sluice.syntax.ast import quote_string
-from tests.access_scenarios import (
+from tests.support.access_scenarios import (
     REGISTRY_PASSWORD,
     SASL_PASSWORD,
     SASL_USER,

@@ -5,7 +5,7 @@ once the fault clears — nothing lost, nothing duplicated. A topic whose offset
 backwards (recreated under a source) is a fault for good, until the source is created
 again. Real Spark, the embedded broker (`set_broker_down/up`; a topic re-created by
 restarting `sluice kafka serve`, or a broker of this process, on the same port:
-tests/recreated_topic.py) and a real schema registry server (tests/registry.py)."""
+tests/support/recreated_topic.py) and a real schema registry server (tests/support/registry.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from sluice.kafka.encode import avro_datum, confluent_frame
 from sluice.kafka.retry import RetryPolicy, SourceUnavailable, TransientFault, reason_of
 from sluice.spark.failures import WORKER_LATE, failure_reason
 from sluice.spark.kafka_source import KafkaStreamReader, Options, read_range
-from tests.recreated_topic import (
+from tests.support.recreated_topic import (
     Recreatable,
     create_source,
     numbered,
@@ -42,7 +42,7 @@ from tests.recreated_topic import (
     statistics,
     wait_for,
 )
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 SCHEMA = {"type": "record", "name": "r", "fields": [{"name": "n", "type": "long"}]}
 # Small bounds, so a fault outlasts them in seconds.

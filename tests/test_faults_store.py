@@ -21,7 +21,7 @@ import sluice
 from sluice.catalog.store import IDS_FILE
 from sluice.errors import SqlError
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from tests.store_faults import DAMAGES, WHILE_RUNNING, Produced, baseline, damage_case, open_session, stores
+from tests.support.store_faults import DAMAGES, WHILE_RUNNING, Produced, baseline, damage_case, open_session, stores
 
 # The damages issue 14 names, with the session stopped and one while it runs, are the
 # default tier; every other damage, stopped and running, is the long tier (`-m long`).
@@ -193,7 +193,7 @@ def test_a_full_disk_fails_a_sink_with_the_disk_full_text_and_it_delivers_once_t
     """The data under a data URI on a small disk, the catalog beside it: a sink created
     once that disk is full shows `failed` with PostgreSQL's disk-full text, and delivers
     every row once space is freed."""
-    from tests.sinks import read_committed, upserted
+    from tests.support.sinks import read_committed, upserted
 
     kafka.create_topic("out", 1)
     uri = f"file://{tmp_path}/disk/data"

@@ -10,14 +10,11 @@ from __future__ import annotations
 import random
 import re
 import signal
-import socket
 import sys
 import threading
 import time
 import traceback
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
@@ -25,7 +22,7 @@ import pytest
 
 from sluice.cli.display import pager_command
 from sluice.spark.session import task_progress
-from tests.test_repl import ANSI, PROMPT_STARTED, Terminal, environment, spawn_repl
+from tests.support.terminal import ANSI, environment, free_port, quitting, raw_output, spawn_repl
 
 # Switching to the terminal's alternate screen (xterm's and the older form), which a pager
 # leaves on quitting, taking what it showed with it.
@@ -38,28 +35,6 @@ def without_pager_settings(**more: str) -> dict[str, str]:
         if variable not in more:
             env.pop(variable, None)
     return env
-
-
-def raw_output(child: pexpect.spawn, timeout: float = 60) -> str:
-    """What was written until the next prompt, control sequences included."""
-    child.expect_exact(PROMPT_STARTED, timeout=timeout)
-    raw = child.before
-    child.expect_exact("sluice=>")
-    return raw
-
-
-@contextmanager
-def quitting(child: pexpect.spawn, quit_timeout: float = 60) -> Iterator[Terminal]:
-    """The shell `child` once its prompt shows, as a `Terminal`; left with `\\q`, which must
-    end it, or killed if what ran in between failed."""
-    try:
-        child.expect_exact("sluice=>")
-        yield Terminal(child)
-        child.send("\\q\r")
-        child.expect(pexpect.EOF, timeout=quit_timeout)
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
 
 
 def test_the_pager_leaves_the_answer_on_the_screen_and_skips_what_fits(tmp_path: Path) -> None:
@@ -104,12 +79,6 @@ def test_the_pager_is_chosen_as_psql_chooses_it(monkeypatch) -> None:
     assert pager_command() == ["less", "-R"]
     monkeypatch.setenv("PSQL_PAGER", "")  # set empty: no pager at all
     assert pager_command() == []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.spark  # the REPL it runs starts Spark

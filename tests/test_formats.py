@@ -29,7 +29,7 @@ from sluice.kafka.avro_decode import AvroDecoder
 from sluice.kafka.embedded import produce
 from sluice.kafka.json_decode import JsonDecoder
 from sluice.syntax import ast
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 CATALOGS = Path(__file__).parent / "catalogs"
 UTC = datetime.timezone.utc

@@ -1,7 +1,7 @@
 """Golden plan tests: tests/golden/plan/*.test, directive `plan`.
 
 Each record's input is a script run in a fresh session that already has a Kafka
-connection `kafka` and a schema registry connection `csr` (served by tests/registry.py).
+connection `kafka` and a schema registry connection `csr` (served by tests/support/registry.py).
 The output is each statement's status and rows, or the error with its caret.
 """
 
@@ -14,7 +14,7 @@ import pytest
 import sluice
 from sluice.values import value_text
 from tests.golden import Record, check_records, read_records
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 GOLDEN = Path(__file__).parent / "golden" / "plan"
 FILES = sorted(GOLDEN.glob("*.test"))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.errors import InternalError, StatementTooComplex, as_sql_error, user_errors
-from tests.hostile_inputs import (
+from tests.support.hostile_inputs import (
     BRACKETED,
     CHAINS,
     CORRUPT_CATALOGS,

@@ -330,7 +330,7 @@ def test_error_tolerance_fails_the_source_past_n_errors(session, kafka, toleranc
 
 
 def test_avro_through_the_schema_registry_decodes_by_writer_schema_id(session, kafka) -> None:
-    from tests.registry import Registry
+    from tests.support.registry import Registry
 
     reader_schema = {"type": "record", "name": "r", "fields": [
         {"name": "a", "type": "long"}, {"name": "c", "type": "string", "default": "none"}]}

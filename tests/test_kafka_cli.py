@@ -9,7 +9,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +23,8 @@ from hypothesis import strategies as st
 from sluice.cli.broker import version
 from sluice.kafka.encode import escaped, keyed_message, literal, split_key
 from sluice.kafka.topics import control_path
-from tests.registry import Registry
-from tests.test_repl import Terminal
+from tests.support.registry import Registry
+from tests.support.terminal import Terminal, free_port
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ENV = {
@@ -40,12 +39,6 @@ def sluice(*args: str, stdin: str | bytes = "", broker: str | None = None, timeo
     env = ENV if broker is None else {**ENV, "SLUICE_BROKER": broker}
     return subprocess.run([*SLUICE, *args], input=stdin, capture_output=True, timeout=timeout,
                           env=env, text=isinstance(stdin, str))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 
 from sluice.pgwire.server import Server
 from sluice.session import Session
+from tests.support.spark_jobs import active_jobs, wait_for
+from tests.support.terminal import free_port
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -554,19 +556,6 @@ def _long_table(conn) -> None:
 LONG_QUERY = "SELECT count(*) FROM wide a, wide b, wide c WHERE a.n + b.n + c.n = -1"
 
 
-def _active_jobs(spark) -> list[int]:
-    return list(spark.sparkContext.statusTracker().getActiveJobsIds())
-
-
-def _wait_for(condition, seconds: float = 60) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_cancel_request_and_a_disconnect_cancel_the_statements_spark_jobs(server, spark) -> None:
     import psycopg
 
@@ -582,14 +571,14 @@ def test_cancel_request_and_a_disconnect_cancel_the_statements_spark_jobs(server
 
         worker = threading.Thread(target=run)
         worker.start()
-        assert _wait_for(lambda: _active_jobs(spark)), "the query started no Spark job"
+        assert wait_for(lambda: active_jobs(spark)), "the query started no Spark job"
         began = time.monotonic()
         conn.cancel_safe()
         worker.join(60)
         assert not worker.is_alive()
         assert isinstance(failure[0], psycopg.errors.QueryCanceled)
         assert failure[0].diag.message_primary == "canceling statement due to user request"
-        assert _wait_for(lambda: not _active_jobs(spark), 30)
+        assert wait_for(lambda: not active_jobs(spark), 30)
         print(f"\ncancelled in {time.monotonic() - began:.1f} s")
         assert conn.execute("SELECT count(*) FROM wide").fetchone() == (3000,)  # the connection goes on
 
@@ -597,9 +586,9 @@ def test_cancel_request_and_a_disconnect_cancel_the_statements_spark_jobs(server
     raw = Raw(server.address[1])
     raw.startup()
     raw.send(message("Q", LONG_QUERY.encode() + b"\0"))
-    assert _wait_for(lambda: _active_jobs(spark)), "the query started no Spark job"
+    assert wait_for(lambda: active_jobs(spark)), "the query started no Spark job"
     raw.sock.close()
-    assert _wait_for(lambda: not _active_jobs(spark), 30), "the gone client's jobs still run"
+    assert wait_for(lambda: not active_jobs(spark), 30), "the gone client's jobs still run"
     with psycopg.connect(dsn(server), autocommit=True) as conn:
         assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
 
@@ -616,9 +605,9 @@ def test_copy_to_stdout_and_a_subscribe_streaming_changes_until_cancelled(server
         seen: list[tuple] = []
 
         def produce_then_cancel() -> None:
-            assert _wait_for(lambda: len(seen) == 1, 120)
+            assert wait_for(lambda: len(seen) == 1, 120)
             conn.execute("INSERT INTO feed VALUES (2, 'later')")
-            assert _wait_for(lambda: len(seen) == 2, 120)
+            assert wait_for(lambda: len(seen) == 2, 120)
             watcher.cancel_safe()
 
         helper = threading.Thread(target=produce_then_cancel)
@@ -733,12 +722,6 @@ def test_jdbc_prepared_statements_past_the_prepare_threshold(server, tmp_path: P
 # ---- psql and `sluice serve` ------------------------------------------------------------
 
 PSQL = shutil.which("psql")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.spark  # the server it runs starts Spark

@@ -2,7 +2,7 @@
 registry — for every format × envelope, keys too: the snapshot SELECT fails only with one
 of the source's own errors, `FROM ONLY ERRORS` answers, every message is a row, an error or a
 documented skip, and a continuously ingested twin with a dead-letter table never dies (see
-tests/poison.py for what is checked).
+tests/support/poison.py for what is checked).
 
 The catalogue of kinds that broke a source before is run whole; hypothesis then makes
 batches of its own (`SLUICE_POISON_EXAMPLES`, default 3: each example is a topic and two
@@ -24,11 +24,11 @@ import sluice
 from sluice.kafka.avro_decode import AvroDecoder
 from sluice.kafka.embedded import EmbeddedKafka
 from sluice.kafka.json_decode import JsonDecoder
-from tests import poison
-from tests.registry import Registry
+from tests.support import poison
+from tests.support.registry import Registry
 from tests.test_decode import avro_bodies, clock_bodies, csv_payloads, json_payloads, registry_payloads
 
-# The ids tests.registry.Registry gives the subjects: their order, from 1.
+# The ids tests.support.registry.Registry gives the subjects: their order, from 1.
 IDS = {name: number for number, name in enumerate(poison.REGISTRY_SUBJECTS, 1)}
 KINDS = poison.kinds(IDS)
 GROUPS = sorted({kind.group for kind in KINDS}, key=str)

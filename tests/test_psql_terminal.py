@@ -14,7 +14,7 @@ import pexpect
 import pytest
 
 from sluice.kafka.embedded import EmbeddedKafka, produce
-from tests.test_repl import Terminal, environment, spawn_repl
+from tests.support.terminal import Terminal, environment, spawn_repl
 
 MESSAGES = 3000
 

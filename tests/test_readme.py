@@ -23,12 +23,9 @@ import pytest
 import sluice
 from sluice.cli.kafka import kafka_argv
 from sluice.cli.main import build_parser
-from tests.test_first_hour import quitting
-from tests.test_repl import environment
+from tests.support.readme import BLOCKS, README, ROOT, quick_start
+from tests.support.terminal import environment, quitting
 
-ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```$", README, re.DOTALL | re.MULTILINE)
 SHELL = [line for lang, text in BLOCKS if lang == "sh" for line in text.splitlines() if line.strip()]
 # Every code span or shell-block command that starts with `sluice` (or `.venv/bin/sluice`).
 MENTIONED = sorted(
@@ -125,26 +122,6 @@ def test_the_sql_typed_in_the_readme_transcripts_parses() -> None:
     assert len(statements) >= 4, statements
     for text in statements:
         assert len(sluice.parse(text)) == 1, text
-
-
-def quick_start() -> tuple[list[str], list[tuple[str, str]]]:
-    """The quick start's three shell commands, and what it types at the REPL with what
-    the README shows it answers."""
-    lang, text = next((lang, text) for lang, text in BLOCKS if lang == "sh" and "kafka serve" in text)
-    commands = [line for line in text.splitlines() if line.strip()]
-    transcript = BLOCKS[[t for _, t in BLOCKS].index(text) + 1][1]
-    exchanges, typed, answer = [], [], []
-    for line in transcript.splitlines():
-        prompt = re.match(r"sluice[=-]> ?(.*)", line)
-        if prompt is not None:
-            if answer:
-                exchanges.append(("\n".join(typed), "\n".join(answer)))
-                typed, answer = [], []
-            typed.append(prompt.group(1))
-        else:
-            answer.append(line)
-    exchanges.append(("\n".join(typed), "\n".join(answer)))
-    return commands, exchanges
 
 
 @pytest.mark.spark  # the REPL it runs starts Spark

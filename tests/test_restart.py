@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.store_faults import killed_and_reopened
+from tests.support.store_faults import killed_and_reopened
 
 
 @pytest.mark.parametrize("rounds", [2, pytest.param(12, marks=pytest.mark.long)])

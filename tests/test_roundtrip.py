@@ -594,6 +594,8 @@ def test_generated_queries_roundtrip_in_every_statement(statement):
 
 @FEW
 @given(generated_queries)
+@example("SELECT $$d$$ -> a")  # was 0A000: "sluice cannot represent this query faithfully"
+@example("SELECT $$d$$ ->> $t$d$t$ #> a")
 def test_generated_queries_are_represented_faithfully(text):
     """What sluice reads, its canonical text says: none is refused for want of one."""
     try:
@@ -608,6 +610,29 @@ def test_generated_queries_are_represented_faithfully(text):
 def test_a_dollar_quoted_string_reads_as_a_quoted_one(dollar):
     # Found by the property above: `$$d$$ -> a` was refused as not faithfully represented.
     assert sluice.parse_one(f"SELECT {dollar} -> a, {dollar}").to_sql() == sluice.parse_one("SELECT 'd' -> a, 'd'").to_sql()
+
+
+def _read(text: str) -> str:
+    """The canonical text of `text`, or the SQLSTATE and message it is refused with."""
+    try:
+        return sluice.parse_one(text).to_sql()
+    except sluice.SqlError as e:
+        return f"{e.code}: {e.message}"
+
+
+@FEW
+@given(
+    st.text(st.characters(exclude_characters="$", exclude_categories=("Cs",)), max_size=8),
+    st.sampled_from(["", "t", "tag_1"]),
+    st.sampled_from(["->", "->>", "#>", "#>>", "@>", "||", "=", "?"]),
+)
+@example("d", "", "->")
+def test_a_dollar_quoted_string_reads_as_its_body_quoted(body, tag, operator):
+    """PostgreSQL reads `$tag$body$tag$` as it reads `'body'`, before an operator (a JSON
+    one, which takes a string apart from other literals) and alone."""
+    dollar = f"${tag}${body}${tag}$"
+    quoted = "'" + body.replace("'", "''") + "'"
+    assert _read(f"SELECT {dollar} {operator} a, {dollar}") == _read(f"SELECT {quoted} {operator} a, {quoted}")
 
 
 @FEW

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sluice
-from tests.registry import Registry
+from tests.support.registry import Registry
 
 SETUP = """
     CREATE CONNECTION kafka TO KAFKA (BROKER 'localhost:9092');

@@ -16,7 +16,7 @@ from sluice.kafka.client import watermarks
 from sluice.kafka.embedded import produce
 from sluice.kafka.progress import PROGRESS_CONFIG, PROGRESS_TOPIC, check_config, last_record
 from sluice.kafka.topics import topic_config
-from tests.sinks import outage_case, read_all
+from tests.support.sinks import outage_case, read_all
 
 DRAIN_SECONDS = 300
 

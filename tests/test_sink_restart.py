@@ -14,8 +14,8 @@ import pytest
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.topics import ControlServer
-from tests.sinks import read_committed
-from tests.store_faults import data_root, kill_rounds
+from tests.support.sinks import read_committed
+from tests.support.store_faults import data_root, kill_rounds
 
 CHILD = Path(__file__).resolve().parent / "sink_child.py"
 

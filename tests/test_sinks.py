@@ -19,8 +19,8 @@ from sluice.catalog.formats import Json
 from sluice.catalog.types import BIGINT, BOOLEAN, DOUBLE, TEXT, Column
 from sluice.kafka.embedded import produce
 from sluice.storage.sink.encode import encoded
-from tests.registry import Registry
-from tests.sinks import read_committed, upserted
+from tests.support.registry import Registry
+from tests.support.sinks import read_committed, upserted
 
 DRAIN_SECONDS = 120
 

@@ -18,7 +18,7 @@ import sluice
 from sluice.kafka.embedded import produce
 from sluice.render import query as query_module
 from sluice.storage.store import Store
-from tests.moving_topic import KEYS, Producer, paused, until_a_commit
+from tests.support.moving_topic import KEYS, Producer, paused, until_a_commit
 
 QUERIES = 2
 

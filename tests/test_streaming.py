@@ -15,28 +15,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import sluice
-from sluice.kafka.client import watermarks
-from sluice.kafka.embedded import EmbeddedKafka, produce
-from tests.upsert_model import Message, upsert
-
-KEYS = [b"a", b"b", b"c", b"\xff", None]
-VALUES = [b'{"v":1}', b'{"v":2}', b"{bad", None]
-
-
-def partition_of(key: bytes | None) -> int:
-    # A key stays in one partition, as Kafka's partitioner keeps it.
-    return 0 if key in (b"a", b"\xff", None) else 1
-
-
-def send(bootstrap: str, topic: str, pairs) -> list[Message]:
-    """Produce `pairs` in order, each key to its partition; the messages with offsets."""
-    sent = []
-    for partition in (0, 1):
-        chosen = [(k, v) for k, v in pairs if partition_of(k) == partition]
-        start = watermarks(bootstrap, topic, {})[partition][1]
-        produce(bootstrap, topic, chosen, partition=partition)
-        sent += [Message(partition, start + i, k, v) for i, (k, v) in enumerate(chosen)]
-    return sent
+from sluice.kafka.embedded import EmbeddedKafka
+from tests.support.keyed_topic import KEYS, VALUES, send
+from tests.support.upsert_model import Message, upsert
 
 
 def source_sql(inline: bool) -> str:

@@ -19,7 +19,10 @@ ends print as warnings.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,19 @@ class Progress:
     spark_starting: bool = False
 
 
+class Cancellable:
+    """One statement as front ends cancel it (`Session.cancellable`): its Spark jobs are a
+    job group of their own, which only `Session` names."""
+
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.group = f"sluice-{uuid.uuid4().hex}"  # unique across the process's sessions
+        self.lock = threading.Lock()
+        self.cancelled = False
+        self.idle = threading.Event()  # set while no `Session.running` block runs it
+        self.idle.set()
+
+
 @dataclass
 class Result:
     status: str
@@ -91,7 +107,8 @@ class Session:
     a Hadoop filesystem URI instead of the data directory (see `storage`).
 
     Front ends (`cli/`) talk to a session only: it also says which plans need Spark, what
-    the catalog holds, and what `sluice plan` shows of a statement."""
+    the catalog holds, and what `sluice plan` shows of a statement, and cancels their
+    statements (`cancellable`, `running`, `cancel`)."""
 
     @user_errors
     def __init__(
@@ -156,20 +173,63 @@ class Session:
 
         return spark()
 
-    def join_job_group(self, group: str, description: str) -> None:
-        """Put the Spark jobs the calling thread starts from now on into job group `group`,
-        which `cancel_job_group` cancels (a front end's Ctrl-C); nothing before Spark runs."""
+    def cancellable(self, description: str) -> Cancellable:
+        """A handle on a statement about to run (`description`: its text, which Spark's
+        UI shows): the thread that runs it does so inside `running(handle)`, and any
+        thread may `cancel(handle)` it or watch its `progress(handle)`."""
+        return Cancellable(description)
+
+    @contextmanager
+    def running(self, handle: Cancellable, *, start_spark: bool = False) -> Iterator[None]:
+        """Run the block as `handle`'s statement: the Spark jobs the calling thread starts
+        in it are the handle's (a Spark job group of its own), which `cancel` cancels.
+        `start_spark` starts Spark first, for a statement that will need it (so that its
+        first jobs are the handle's too); otherwise a statement that finds Spark not
+        running has no Spark jobs to cancel. The block may be entered again, as one
+        statement's next step (a COPY's subscription, then its rows)."""
+        if start_spark:
+            self.start_spark()
         if spark_running():
             from sluice.spark.session import join_job_group
 
-            join_job_group(group, description)
+            join_job_group(handle.group, handle.description)
+        with handle.lock:
+            handle.idle.clear()
+            cancelled = handle.cancelled
+        if cancelled:  # cancelled before it began: its jobs are cancelled as they start
+            self._keep_cancelling(handle)
+        try:
+            yield
+        finally:
+            handle.idle.set()
 
-    def cancel_job_group(self, group: str) -> None:
-        """Cancel the running Spark jobs of job group `group` (see `join_job_group`)."""
-        if spark_running():
-            from sluice.spark.session import cancel_job_group
+    def cancel(self, handle: Cancellable) -> None:
+        """Cancel `handle`'s statement (a front end's Ctrl-C, a CancelRequest): its running
+        Spark jobs now, and those it starts until its `running` block ends — a statement
+        stopped between two jobs (reading Kafka offsets, planning) would otherwise start
+        its next one after the cancel, unseen and unstoppable. From any thread, as often
+        as need be."""
+        with handle.lock:
+            first, handle.cancelled = not handle.cancelled, True
+            running = not handle.idle.is_set()
+        if first and running:
+            self._keep_cancelling(handle)
 
-            cancel_job_group(group)
+    @staticmethod
+    def _keep_cancelling(handle: Cancellable) -> None:
+        def cancel() -> None:
+            while True:
+                if spark_running():
+                    from sluice.spark.session import cancel_job_group
+
+                    try:
+                        cancel_job_group(handle.group)
+                    except Exception:  # a JVM that is going away has no jobs left to cancel
+                        return
+                if handle.idle.wait(0.5):
+                    return
+
+        threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
     def spark_log(self) -> Path:
         """Where Spark's log is (or will be, before Spark starts)."""
@@ -183,14 +243,14 @@ class Session:
 
         return ui_url()
 
-    def progress(self, job_group: str | None = None) -> Progress:
-        """A snapshot of the work under way (of Spark job group `job_group`, when given);
-        callable from any thread while another runs a statement."""
+    def progress(self, handle: Cancellable | None = None) -> Progress:
+        """A snapshot of the work under way (Spark's tasks: of `handle`'s statement, when
+        given); callable from any thread while another runs a statement."""
         if not spark_running():
             return Progress(spark_starting=spark_starting())
         from sluice.spark.session import task_progress
 
-        return Progress(self.controller.progress(), task_progress(job_group))
+        return Progress(self.controller.progress(), task_progress(None if handle is None else handle.group))
 
     def close(self) -> None:
         self.controller.close(discard=self._temporary is not None)

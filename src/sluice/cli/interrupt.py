@@ -1,7 +1,6 @@
 """Ctrl-C while the shell runs something: `Cancelled`, what the shell raises when the user
-pressed it; `keep_cancelling`, which cancels a statement's Spark jobs for as long as the
-statement runs; and `stream_rows`, which prints a SUBSCRIBE's changes as they arrive until
-Ctrl-C closes it.
+pressed it, and `stream_rows`, which prints a SUBSCRIBE's changes as they arrive until
+Ctrl-C closes it. A statement's own cancelling is the session's (`Session.cancel`).
 """
 
 from __future__ import annotations
@@ -11,27 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sluice.session import Session
 from sluice.values import value_text
-
-
-def keep_cancelling(session: Session, group: str, worker: threading.Thread) -> None:
-    """Cancel the Spark jobs of job group `group`, and keep cancelling them while `worker`
-    still runs (on a thread of its own): a statement interrupted between two jobs (reading
-    Kafka offsets, planning) would otherwise start its next one after the cancel, unseen
-    and unstoppable."""
-
-    def cancel() -> None:
-        while True:
-            try:
-                session.cancel_job_group(group)
-            except Exception:  # a JVM that is going away has no jobs left to cancel
-                return
-            worker.join(0.5)
-            if not worker.is_alive():
-                return
-
-    threading.Thread(target=cancel, name="sluice-cancel", daemon=True).start()
 
 
 class Cancelled(Exception):

@@ -47,11 +47,11 @@ class ProgressLine:
 def watched(
     work: Callable[[], Any],
     progress: ProgressLine | None = None,
-    on_interrupt: Callable[[threading.Thread], None] | None = None,
+    on_interrupt: Callable[[], None] | None = None,
 ) -> Any:
     """`work()` run in a worker thread while this (the main) thread redraws `progress`,
     erased when the work ends; so Ctrl-C reaches this thread at once, which calls
-    `on_interrupt(worker)` and lets the KeyboardInterrupt go on (the worker's outcome is
+    `on_interrupt()` and lets the KeyboardInterrupt go on (the worker's outcome is
     dropped)."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
@@ -72,7 +72,7 @@ def watched(
                 progress.tick()
     except KeyboardInterrupt:
         if on_interrupt is not None:
-            on_interrupt(worker)
+            on_interrupt()
         raise
     finally:
         if progress is not None:

@@ -25,7 +25,7 @@ from sluice import parse_statement, redact_secrets, split_statements
 from sluice.cli import repl_kafka
 from sluice.cli.broker import CONNECTION_NAME, connect
 from sluice.cli.display import EXPANDED_CHOICES, Display, page
-from sluice.cli.interrupt import Cancelled, keep_cancelling, stream_rows
+from sluice.cli.interrupt import Cancelled, stream_rows
 from sluice.cli.progress import ProgressLine, progress_text, watched
 from sluice.cli.repl_input import HELP, MetaCommand, parse_meta
 from sluice.cli.spark_starter import SparkStarter
@@ -39,10 +39,10 @@ LISTINGS = {"dt": "SHOW TABLES", "dv": "SHOW VIEWS", "dm": "SHOW MATERIALIZED VI
 
 def _interruptible(
     work: Callable[[], Any],
-    on_interrupt: Callable[[threading.Thread], None] | None = None,
+    on_interrupt: Callable[[], None] | None = None,
     progress: ProgressLine | None = None,
 ) -> Any:
-    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt(worker)` and
+    """`work()` watched (see `progress.watched`): Ctrl-C calls `on_interrupt()` and
     raises `Cancelled`."""
     try:
         return watched(work, progress, on_interrupt)
@@ -73,7 +73,6 @@ class Repl:
         self.failed = False  # whether any statement or command failed (piped input's exit status)
         # Where `\\produce` reads its lines from: the terminal, or the rest of piped input.
         self.read_data: Callable[[], str | None] = lambda: None
-        self._statements = 0
         self._setup_done = threading.Event()
         self._setup_done.set()
         self._setup_error: SqlError | None = None
@@ -179,21 +178,21 @@ class Repl:
         work: Callable[[], Any],
         on_interrupt: Callable[[], None] | None = None,
     ) -> Any:
-        """`work()` with its Spark jobs in a group of their own, which Ctrl-C cancels."""
-        self._statements += 1
-        group = f"sluice-repl-{self._statements}"
+        """`work()` as a statement of the session's own, which Ctrl-C cancels (Spark's jobs
+        with it)."""
+        statement = self.session.cancellable(text)
 
-        def grouped() -> Any:
-            self.session.join_job_group(group, text)
-            return work()
+        def run() -> Any:
+            with self.session.running(statement):
+                return work()
 
-        def interrupt(worker: threading.Thread) -> None:
+        def interrupt() -> None:
             if on_interrupt is not None:
                 on_interrupt()
-            keep_cancelling(self.session, group, worker)
+            self.session.cancel(statement)
 
-        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(group), waited))
-        return _interruptible(grouped, interrupt, line)
+        line = ProgressLine(self.out, lambda waited: progress_text(self.session.progress(statement), waited))
+        return _interruptible(run, interrupt, line)
 
     def _subscribe(self, subscribe: Callable[[str], Any], text: str) -> None:
         """Print the changes of `session.subscribe(text)` until Ctrl-C or its end. A

@@ -2,8 +2,8 @@
 
 A connection is a thread: a statement is a blocking call into the session (planning, a
 Spark job through py4j, a Kafka read), so an asyncio loop would hand every statement to
-a thread anyway, and Spark's job groups — what a cancel cancels — belong to the thread
-that starts the jobs. An idle connection is a thread blocked in `recv`: no CPU, and
+a thread anyway, and a statement's Spark jobs — what a cancel cancels — are those of the
+thread that runs it (`Session.running`). An idle connection is a thread blocked in `recv`: no CPU, and
 memory for its stack alone.
 
 The server owns what connections share: the session's lock (`ReadWriteLock`: reads run

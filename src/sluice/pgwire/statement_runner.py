@@ -4,8 +4,8 @@ a `StatementRunner` runs one statement's text into an `Outcome`.
 Each statement goes as in `Session`: parse, plan, apply — planning and applying under the
 server's lock, shared by reads (queries, SHOW, EXPLAIN) and exclusive for DDL and writes,
 so that what a DDL statement planned is still true when it commits. A statement that runs
-Spark jobs runs them in a job group of its own, which a CancelRequest, or the client going
-away mid-statement, cancels.
+Spark jobs runs as a cancellable statement of the session's (`Session.cancellable`), which
+a CancelRequest, or the client going away mid-statement, cancels.
 
 The runner answers some statements itself. Transactions are Materialize's: BEGIN starts a
 block in which queries run as before (a read transaction); a write in it is refused with
@@ -17,7 +17,6 @@ a SUBSCRIBE's changes as they arrive until it is cancelled.
 
 from __future__ import annotations
 
-import itertools
 import select
 import socket
 import threading
@@ -57,7 +56,7 @@ from sluice.pgwire.statements import (
 )
 from sluice.pgwire.types import TEXT_OID, copy_line, oid_of
 from sluice.plan import QueryPlan, SubscribePlan
-from sluice.session import Session
+from sluice.session import Cancellable, Session
 from sluice.syntax import ast
 
 # Statements that read: they run beside each other; everything else runs alone.
@@ -104,11 +103,10 @@ class StatementRunner:
         self.read_transaction = False
         self.cursors: dict[str, Cursor] = {}
         self._state = threading.Lock()
-        self._group: str | None = None  # the running statement's Spark job group
+        self._cancellable: Cancellable | None = None  # the running statement, if it runs Spark jobs
         self._on_cancel: Callable[[], None] | None = None  # what else a cancel stops
         self._running = False
         self._cancelled = False
-        self._statements = itertools.count(1)
 
     def abort_block(self) -> None:
         """A statement failed: in a transaction block, the block is failed until its end."""
@@ -192,9 +190,11 @@ class StatementRunner:
             planned = self.session.plan(statement)
         query = planned.query
         columns = [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_planned_columns(query)]
-        group = self._job_group(text[start:end])
-        subscription = self._watched(lambda: self.session.subscribe_plan(planned), group)
-        return self._watched(lambda: self._copy_rows(columns, subscription, streaming=True), group, subscription.close)
+        cancellable = self.session.cancellable(text[start:end])
+        subscription = self._watched(lambda: self.session.subscribe_plan(planned), cancellable)
+        return self._watched(
+            lambda: self._copy_rows(columns, subscription, streaming=True), cancellable, subscription.close
+        )
 
     def _copy_rows(self, columns: list[tuple[str, int, int]], rows: Any, *, streaming: bool) -> Outcome:
         """Send `rows` as COPY data; `streaming`: each as it comes (a subscription's)."""
@@ -325,30 +325,31 @@ class StatementRunner:
         planned = self.session.plan(statement)
         if isinstance(planned, SubscribePlan):
             raise FeatureNotSupported("SUBSCRIBE over the wire is not supported yet", span=statement.span)
-        group = self._job_group(sql) if Session.needs_spark(planned) else None
-        result = self._watched(lambda: self.session.apply(planned, statement), group)
+        cancellable = self.session.cancellable(sql) if Session.needs_spark(planned) else None
+        result = self._watched(lambda: self.session.apply(planned, statement), cancellable)
         columns = _planned_columns(planned)
         if columns is None and result.columns:
             columns = [(c, TEXT_OID, -1) for c in result.columns]
         return Outcome(result.status, columns, result.rows, result.notice)
 
-    def _job_group(self, sql: str) -> str:
-        """A new Spark job group for the jobs this thread starts from now on."""
-        group = f"sluice-pgwire-{self.pid}-{next(self._statements)}"
-        self.session.start_spark().sparkContext.setJobGroup(group, sql[:200], interruptOnCancel=True)
-        return group
-
-    def _watched(self, work: Callable[[], Any], group: str | None, on_cancel: Callable[[], None] | None = None) -> Any:
-        """`work()`, cancelled (its Spark jobs, `group`, and `on_cancel()`) by a
-        CancelRequest or by the client going away meanwhile."""
+    def _watched(
+        self, work: Callable[[], Any], statement: Cancellable | None, on_cancel: Callable[[], None] | None = None
+    ) -> Any:
+        """`work()`, cancelled (as `statement`, its Spark jobs, and by `on_cancel()`) by a
+        CancelRequest or by the client going away meanwhile; Spark starts first for a
+        `statement`."""
         with self._state:
-            self._group, self._running, self._cancelled = group, True, False
+            self._cancellable, self._running, self._cancelled = statement, True, False
             self._on_cancel = on_cancel
         done = threading.Event()
         watcher = threading.Thread(target=self._watch_peer, args=(done,), name=f"sluice-pgwire-{self.pid}", daemon=True)
         watcher.start()
         try:
-            result = work()
+            if statement is None:
+                result = work()
+            else:
+                with self.session.running(statement, start_spark=True):
+                    result = work()
         except SqlError:
             if self._cancelled:
                 raise QueryCanceled(CANCELLED) from None
@@ -356,7 +357,7 @@ class StatementRunner:
         finally:
             done.set()
             with self._state:
-                self._group, self._running, self._on_cancel = None, False, None
+                self._cancellable, self._running, self._on_cancel = None, False, None
         if self._cancelled and on_cancel is not None:  # what it streamed ended by the cancel
             raise QueryCanceled(CANCELLED)
         return result
@@ -376,32 +377,17 @@ class StatementRunner:
                 return
 
     def cancel(self) -> None:
-        """Cancel the running statement's Spark jobs, and keep cancelling them while it
-        runs: one cancelled between two jobs would start the next unseen."""
+        """Cancel the running statement: what it streams (`on_cancel`), and its Spark jobs
+        as long as it runs (`Session.cancel`)."""
         with self._state:
             if not self._running:
                 return
             self._cancelled = True
-            group, on_cancel = self._group, self._on_cancel
+            statement, on_cancel = self._cancellable, self._on_cancel
         if on_cancel is not None:
             on_cancel()
-        if group is None:
-            return
-        context = self.session.start_spark().sparkContext
-
-        def keep_cancelling() -> None:
-            while True:
-                with self._state:
-                    if not self._running or self._group != group:
-                        return
-                try:
-                    context.cancelJobGroup(group)
-                except Exception:  # noqa: BLE001 - a JVM going away has no jobs left to cancel
-                    return
-                threading.Event().wait(0.5)
-
-        threading.Thread(target=keep_cancelling, name="sluice-pgwire-cancel", daemon=True).start()
-
+        if statement is not None:
+            self.session.cancel(statement)
 
 
 def _parsed(text: str, start: int, end: int) -> ast.Statement:

@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import sluice
 from sluice.errors import SqlError
 from sluice.kafka.embedded import EmbeddedKafka
-from tests.test_streaming import KEYS, VALUES, send
-from tests.upsert_model import Message, upsert
+from tests.support.keyed_topic import KEYS, VALUES, send
+from tests.support.upsert_model import Message, upsert
 
 SCRIPT = """
     CREATE CONNECTION kafka TO KAFKA (BROKER '{bootstrap}');
@@ -274,14 +274,14 @@ def _outcome_once_restarted(session: sluice.Session, produced: Produced) -> str:
 # -- kill rounds ---------------------------------------------------------------------------
 
 CHILD = Path(__file__).resolve().parent / "restart_child.py"
-ROOT = CHILD.parent.parent
+ROOT = CHILD.parents[2]
 
 
 def kill_rounds(
     data_dir: Path, produced: Produced, rounds: int, rng: random.Random, log: Path, child_script: Path = CHILD
 ) -> None:
     """`rounds` times: a session on `data_dir` in a process of its own (`child_script`,
-    tests/restart_child.py unless told) catches up, works while messages arrive
+    tests/support/restart_child.py unless told) catches up, works while messages arrive
     (`produced.more`), and is killed (SIGKILL) at a random point."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     for _ in range(rounds):

@@ -1,12 +1,12 @@
-"""A session on a data directory that creates the sources of tests/store_faults.py unless
+"""A session on a data directory that creates the sources of tests/support/store_faults.py unless
 its catalog has them, waits until their streams have caught up, says `ready`, then keeps
-ingesting until it is killed (tests/store_faults.py `kill_rounds` sends it SIGKILL)."""
+ingesting until it is killed (tests/support/store_faults.py `kill_rounds` sends it SIGKILL)."""
 
 import sys
 import time
 from pathlib import Path
 
-from tests.store_faults import open_session
+from tests.support.store_faults import open_session
 
 data_dir, bootstrap = Path(sys.argv[1]), sys.argv[2]
 session = open_session(data_dir, bootstrap, create=not (data_dir / "catalog.json").exists())

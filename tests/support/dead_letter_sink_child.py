@@ -1,7 +1,7 @@
 """A session on a data directory that creates the source and dead-letter sink of
-tests/test_dead_letter_sink.py unless its catalog has them, waits until the source has
+tests/support/dead_letters.py unless its catalog has them, waits until the source has
 caught up and its sink has delivered what it read, says `ready`, then keeps ingesting
-and sinking until it is killed (tests/store_faults.py `kill_rounds` sends it SIGKILL).
+and sinking until it is killed (tests/support/store_faults.py `kill_rounds` sends it SIGKILL).
 
 With a third argument N it kills itself (SIGKILL) instead, in the middle of a step's
 transaction: once the step has written N messages and the broker has acknowledged them."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sluice.errors import SourceFailed
 from sluice.storage.sink.delivery import Delivery
-from tests.test_dead_letter_sink import open_session
+from tests.support.dead_letters import open_session
 
 data_dir, bootstrap = Path(sys.argv[1]), sys.argv[2]
 if len(sys.argv) > 3:

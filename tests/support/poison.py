@@ -248,7 +248,7 @@ def problems(session: sluice.Session, kafka, registry, topic: str, formats: str,
              messages: list[tuple[bytes | None, bytes | None, int | None]], seconds: float = 120.0) -> list[str]:
     """What broke when `messages` (key, value, timestamp or None) went through a snapshot
     source and a continuously ingested twin reading `topic` (created here) with `formats` and
-    `envelope`; [] when nothing did. `registry` (tests.registry.Registry) serves the
+    `envelope`; [] when nothing did. `registry` (tests.support.registry.Registry) serves the
     catalogue's reader schema as the topic's."""
     prepare(session, kafka, registry, topic, formats, envelope, messages)
     return findings(session, topic, envelope, messages, seconds)

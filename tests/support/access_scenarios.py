@@ -22,17 +22,17 @@ import sluice
 from sluice.catalog.secrets import DIRECTORY as SECRETS_DIRECTORY
 from sluice.kafka.embedded import EmbeddedKafka, produce
 from sluice.kafka.encode import avro_datum, confluent_frame
-from tests.registry import Registry
-from tests.sasl_broker import SaslBroker
+from tests.support.registry import Registry
+from tests.support.sasl_broker import SaslBroker
 
-ROOT = Path(__file__).resolve().parent.parent
-CHILD = ROOT / "tests" / "access_child.py"
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).resolve().parent / "access_child.py"
 
 # ---------------------------------------------------------------- one process per directory
 
 
 class Child:
-    """A session in another process (tests/access_child.py) on a data directory."""
+    """A session in another process (tests/support/access_child.py) on a data directory."""
 
     def __init__(self, data_dir: Path) -> None:
         self.process = subprocess.Popen(

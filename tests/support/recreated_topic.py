@@ -22,7 +22,7 @@ from pathlib import Path
 import sluice
 from sluice.kafka.embedded import EmbeddedKafka, produce
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Messages = list[tuple[None, bytes]]
 
 
