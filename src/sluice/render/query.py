@@ -16,22 +16,24 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from pyspark.errors import PySparkException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 
 from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
-from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
+from sluice.errors import FeatureNotSupported, InternalError, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
 from sluice.render.types import stored_table_frame, wall_clock_frame
 from sluice.spark.pyspark_code import F, fail_if
 from sluice.storage.source import Collection, SourceRead, render_source
-from sluice.storage.store import Store
 from sluice.storage.tables import TableStore
 
 # The text a guard's failure raises in Spark: this prefix, the run's index, the error.
@@ -58,14 +60,23 @@ class Guard:
     observed: Observed | None = None
 
 
+class Stored(Protocol):
+    """A continuously ingested source's committed batches as a query reads them: its
+    `Store`, or, printed by EXPLAIN PYSPARK, the program's reads of its files."""
+
+    def collection(self, spark: SparkSession, item: Item) -> Collection: ...
+
+    def release(self) -> None: ...
+
+
 @dataclass
 class QueryRenderer:
     spark: SparkSession
     catalog: Catalog
     reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
-    tables: TableStore | None = None
+    tables: TableStore
     # Continuously ingested sources: read from their committed batches, not from Kafka.
-    stored: dict[str, Store] = field(default_factory=dict)
+    stored: Mapping[str, Stored] = field(default_factory=dict)
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
     runs: list[list[Guard]] = field(default_factory=list)  # each run's guards
@@ -115,6 +126,8 @@ class QueryRenderer:
         if item.kind == kinds.TABLE:
             return stored_table_frame(self.spark, item.columns, self.tables.text(item)), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
+            if read.query is None:  # the planner plans a view's query with the query reading it
+                raise InternalError.bug(f'a read of the view "{item.name}" without its query')
             return self.query(read.query)
         raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
 
@@ -159,7 +172,7 @@ class QueryRenderer:
         return frame.toDF(*(c.name for c in plan.columns), *hidden), guards
 
     def collect(
-        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+        self, plan: QueryPlan, shape: Callable[[DataFrame], Sequence[SparkColumn]] | None = None
     ) -> list[tuple]:
         """The query's rows (projected by `shape`, given its frame), read in full. If any
         of what guards the query has an error, this raises the first (`collection_error`):
@@ -175,7 +188,7 @@ class QueryRenderer:
         return [tuple(row[:width]) for row in rows]
 
     def prepare(
-        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+        self, plan: QueryPlan, shape: Callable[[DataFrame], Sequence[SparkColumn]] | None = None
     ) -> tuple[DataFrame, list[Guard], int]:
         """What `collect` collects: the frame whose first `width` columns are the rows
         (the rest are guards' flags), failing when a guard read in its job has an error,
@@ -198,10 +211,7 @@ class QueryRenderer:
             return frame
         marker = f"{_GUARD}{len(self.runs)}"
         self.runs.append(guards)
-        union = None
-        for guard in read:
-            errs = guard.errs.select(MESSAGE)
-            union = errs if union is None else union.unionByName(errs)
+        union = _union(guard.errs.select(MESSAGE) for guard in read)
         # Raised only for a message: Spark may move a guard's filters past one another
         # (and one reading no column below a join, raising on every row of one side).
         message = F.col(MESSAGE)
@@ -229,8 +239,7 @@ class QueryRenderer:
         """The error a `collect` fails with when `failure` is its guards' doing:
         the first guard's first error (by kind, partition and offset within a source's
         errs, then text), found by a second job — errors are the rare path."""
-        condition = getattr(failure, "getCondition", lambda: None)()
-        if condition != "USER_RAISED_EXCEPTION":
+        if not isinstance(failure, PySparkException) or failure.getCondition() != "USER_RAISED_EXCEPTION":
             return None
         marker = (failure.getMessageParameters() or {}).get("errorMessage", "")
         if not marker.startswith(_GUARD):
@@ -295,14 +304,24 @@ def _first_error(guards: list[Guard]) -> SqlError | None:
 def first_errors(guards: list[Guard]) -> DataFrame:
     """The errors of `guards` as (message, code), the first first."""
     keys = ("kind", "partition", "offset")
-    union = None
-    for index, guard in enumerate(guards):
-        errs = guard.errs
-        row = errs.select(
+    rows = (
+        guard.errs.select(
             F.lit(index).alias("guard"),
-            *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
+            *(F.col(k) if k in guard.errs.columns else F.lit(None).alias(k) for k in keys),
             F.col(MESSAGE).alias("message"),
-            F.col("code") if "code" in errs.columns else F.lit(None).cast("string").alias("code"),
+            F.col("code") if "code" in guard.errs.columns else F.lit(None).cast("string").alias("code"),
         )
-        union = row if union is None else union.unionByName(row)
-    return union.orderBy("guard", *keys, "message").select("message", "code")
+        for index, guard in enumerate(guards)
+    )
+    return _union(rows).orderBy("guard", *keys, "message").select("message", "code")
+
+
+def _union(frames: Iterable[DataFrame]) -> DataFrame:
+    """The frames' rows together, by column name. There is one at least: the guards of a
+    run that reads some, of a query that has some."""
+    union: DataFrame | None = None
+    for frame in frames:
+        union = frame if union is None else union.unionByName(frame)
+    if union is None:
+        raise InternalError.bug("a union of the errors of no guards")
+    return union
