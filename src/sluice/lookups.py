@@ -14,7 +14,7 @@ from sluice.catalog.store import Catalog
 from sluice.errors import ExternalSystemError, UndefinedObject
 from sluice.kafka.registry import SchemaRegistry
 from sluice.plan import Facts, registry_subjects
-from sluice.plan.facts import RegistrySchema
+from sluice.plan.facts import RegistrySchema, created_source
 from sluice.syntax import ast
 
 
@@ -58,18 +58,17 @@ def validate(connection: Item, catalog: Catalog) -> None:
 
 def _registry(connection: Item, catalog: Catalog) -> SchemaRegistry:
     login = registry_login(connection.connection_desc, catalog)
-    return SchemaRegistry(connection.connection_desc.url, *(login or ()))
+    return SchemaRegistry(connection.connection_desc.registry_url, *(login or ()))
 
 
 def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, int], ...]:
     """A source's topic must exist when the source is created: its partitions' low
     watermarks."""
-    if isinstance(statement, ast.Explain):
-        statement = statement.statement
-    if not isinstance(statement, ast.CreateSource):
+    source = created_source(statement)
+    if source is None:
         return ()
-    topic = next((o.string for o in statement.kafka_options if o.name == "TOPIC"), None)
-    connection = catalog.get(statement.connection.name)
+    topic = next((o.string for o in source.kafka_options if o.name == "TOPIC"), None)
+    connection = catalog.get(source.connection.name)
     if topic is None or connection is None or connection.kind != kinds.CONNECTION:
         return ()  # the planner reports these
     if connection.connection_desc.connection_type != kinds.KAFKA:
@@ -96,6 +95,6 @@ def _topic_lows(statement: ast.Statement, catalog: Catalog) -> tuple[tuple[int, 
     except KafkaReadError as e:
         raise ExternalSystemError(
             f"cannot read topic '{topic.value}' from connection {connection.name}: {e}",
-            span=statement.connection.span,
+            span=source.connection.span,
         ) from None
     return tuple((partition, low) for partition, (low, _) in sorted(marks.items()))

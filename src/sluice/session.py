@@ -19,7 +19,7 @@ ends print as warnings.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from sluice.catalog import items as kinds
 from sluice.catalog.lock import DataDirectoryLock
 from sluice.catalog.secrets import SecretStore
 from sluice.catalog.store import DurableCatalog
-from sluice.errors import FeatureNotSupported, WrongObjectType, user_errors
+from sluice.errors import FeatureNotSupported, InternalError, WrongObjectType, user_errors
 from sluice.lookups import facts, validate
 from sluice.plan import (
     CreatePlan,
@@ -104,7 +104,7 @@ class Session:
         data_uri: str | None = None,
     ) -> None:
         self.check_kafka = check_kafka
-        self._temporary = None
+        self._temporary: tempfile.TemporaryDirectory[str] | None = None
         # Spark's log lives under a data directory that is kept; with a temporary one, in
         # a directory of its own removed at exit (Spark outlives a session in its process).
         log_dir = None if data_dir is None else Path(data_dir) / "log"
@@ -437,8 +437,8 @@ class Session:
         return facts(statement, self.catalog.current, self.check_kafka)
 
 
-# How `Session.apply` carries out each type of plan.
-_APPLY = {
+# How `Session.apply` carries out each type of plan (each method takes the plan its key names).
+_APPLY: dict[type, Callable[[Session, Any, ast.Statement], Result]] = {
     CreatePlan: Session._create,
     ValidatePlan: Session._validate,
     SecretPlan: Session._secret,
@@ -457,4 +457,7 @@ _APPLY = {
 
 def _object_name(text: str) -> ast.ObjectName:
     """`text` read as the name of a catalog item (`x`, `public.x`, `"Mixed Case"`)."""
-    return parse_one(f"SHOW COLUMNS FROM {text}").name
+    statement = parse_one(f"SHOW COLUMNS FROM {text}")
+    if not isinstance(statement, ast.ShowColumns):
+        raise InternalError.bug(f"SHOW COLUMNS parsed as {type(statement).__name__}")
+    return statement.name

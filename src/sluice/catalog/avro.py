@@ -199,7 +199,7 @@ class _TypeMapper:
             raise InvalidSchema(f'unknown Avro type "{resolved}" in "{field}"', span=self.span)
         if not isinstance(resolved, dict):  # a schema fastavro parsed: a union was handled above
             raise InternalError.bug(f'Avro type {resolved!r} of "{field}" is no name, union or object')
-        logical = _LOGICAL_TYPES.get(resolved.get("logicalType"))
+        logical = _LOGICAL_TYPES.get(resolved.get("logicalType", ""))
         precision = resolved.get("precision")
         if logical is NUMERIC and not (isinstance(precision, int) and precision > 0):
             # fastavro checks a decimal's scale but not its precision; no column holds none.

@@ -71,6 +71,13 @@ class ConnectionDesc:
     # (OPTION NAME, item id of the secret) for each option given as `SECRET name`.
     secret_options: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def registry_url(self) -> str:
+        """A schema registry connection's URL (which planning made sure it has)."""
+        if self.url is None:
+            raise InternalError.bug(f"a {self.connection_type} connection has no URL")
+        return self.url
+
 
 @dataclass(frozen=True)
 class SourceDesc:

@@ -39,8 +39,8 @@ def compare_jsonb(expression: exp.Expr) -> exp.Expr:
         for part in node.args.get("expressions") or node.args.get("partition_by") or []:
             if _is_jsonb(part):
                 part.replace(_text(part.copy()))
-    for node in list(expression.find_all(*_EQUALITIES, *_ORDERINGS, exp.In)):
-        _compare(node)
+    for compared in list(expression.find_all(*_EQUALITIES, *_ORDERINGS, exp.In)):
+        _compare(compared)
     for ordered in list(expression.find_all(exp.Ordered)):
         if _is_jsonb(ordered.this):
             ordered.set("this", _sort_key(ordered.this))

@@ -48,7 +48,7 @@ def make_safe(node: exp.Expr) -> Err:
         safe_divisor.type = divisor.type
         node.set("expression", safe_divisor)
         return err
-    if type(node) in _SAFE_ARITHMETIC:
+    if isinstance(node, exp.Binary) and type(node) in _SAFE_ARITHMETIC:
         return _overflow(node)
     if type(node) is exp.Cast:
         return _cast(node)

@@ -225,7 +225,7 @@ def _explained(statement: ast.Explain, catalog: Catalog, facts: Facts) -> _Expla
     writer = introspect.ExplainWriter(catalog)
     if isinstance(inner, (ast.Select, ast.Subscribe)):
         subscribes = isinstance(inner, ast.Subscribe)
-        query = _subscribe_query(inner, catalog) if subscribes else plan_query(inner.body, catalog)
+        query = _subscribe_query(inner, catalog) if isinstance(inner, ast.Subscribe) else plan_query(inner.body, catalog)
         writer.query(query)
         return _Explained(query, None, catalog, query.timeline, writer, subscribes)
     if isinstance(inner, ast.ExplainView):
@@ -239,12 +239,12 @@ def _explained(statement: ast.Explain, catalog: Catalog, facts: Facts) -> _Expla
     item = created.items[0]
     writer.line(0, f"{created.status} {item.name}")
     writer.relation(item, None, 1)
-    query = None
+    created_query: QueryPlan | None = None  # none for a source
     if item.kind == kinds.SINK:
-        query = sink_query(item, staged)
+        created_query = sink_query(item, staged)
     elif item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
-        query = view_query(item, staged)
-    return _Explained(query, item, staged, _explained_timeline(item, staged), writer)
+        created_query = view_query(item, staged)
+    return _Explained(created_query, item, staged, _explained_timeline(item, staged), writer)
 
 
 def _created(inner: ast.CreateView | ast.CreateSink | ast.CreateSource, catalog: Catalog, facts: Facts) -> CreatePlan:

@@ -97,10 +97,10 @@ def _security_protocol(
     given = [name for name in options if name in _SASL_OPTIONS + _SSL_OPTIONS]
     inferred: tuple[tuple[str, str], ...]
     if "SECURITY PROTOCOL" in options:
-        value = options["SECURITY PROTOCOL"].string
-        protocol = value.value.upper()
+        given_protocol = options["SECURITY PROTOCOL"]
+        protocol = given_protocol.word.upper()
         if protocol not in SECURITY_PROTOCOLS:
-            raise InvalidParameterValue(f"unknown security protocol: {protocol}", span=value.span)
+            raise InvalidParameterValue(f"unknown security protocol: {protocol}", span=given_protocol.value.span)
         inferred = ()
     else:
         protocol = "SASL_SSL" if set(given) & set(_SASL_OPTIONS) else "SSL" if given else "PLAINTEXT"
@@ -119,7 +119,7 @@ def _security_protocol(
             if required not in options:
                 where = options.get("SECURITY PROTOCOL", statement)
                 raise InvalidParameterValue(f"{required} must be specified", span=where.span)
-        _check_mechanism(options["SASL MECHANISMS"].string)
+        _check_mechanism(options["SASL MECHANISMS"])
         outstanding -= set(_SASL_OPTIONS)
     for name in given:
         if name in outstanding:
@@ -129,16 +129,16 @@ def _security_protocol(
     return inferred
 
 
-def _check_mechanism(value: ast.StringLiteral) -> None:
-    mechanism = value.value.upper()
+def _check_mechanism(option: ast.ConnectionOption) -> None:
+    mechanism = option.word.upper()
     if mechanism in _UNSUPPORTED_MECHANISMS:
         raise FeatureNotSupported(
             f"SASL mechanism {mechanism} is not supported",
-            span=value.span,
+            span=option.value.span,
             hint=f"use one of {', '.join(SASL_MECHANISMS)}",
         )
     if mechanism not in SASL_MECHANISMS:
-        raise InvalidParameterValue(f"unsupported SASL mechanism: {mechanism}", span=value.span)
+        raise InvalidParameterValue(f"unsupported SASL mechanism: {mechanism}", span=option.value.span)
 
 
 def _registry_url(options: dict[str, ast.ConnectionOption], statement: ast.CreateConnection) -> str:

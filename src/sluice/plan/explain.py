@@ -21,7 +21,7 @@ from sqlglot import exp
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported
+from sluice.errors import FeatureNotSupported, InternalError
 from sluice.plan.plans import QueryPlan, Read
 from sluice.plan.queries import READ_ERRORS
 from sluice.syntax.query import Sluice
@@ -207,7 +207,8 @@ class PlanWriter:
             reduced = [*keys, *aggregates]
             replaced = {_key(e): i for i, e in enumerate(reduced)}
             scope = [
-                scope[self._index(e, scope)] if isinstance(e, exp.Column) and self._index(e, scope) is not None
+                scope[index]
+                if isinstance(e, exp.Column) and (index := self._index(e, scope)) is not None
                 else Col(None, e.sql(dialect=Sluice))
                 for e in reduced
             ]
@@ -330,6 +331,8 @@ class PlanWriter:
             cte = self.views.get(item.id)
             if cte is None:
                 read = self._reads.get(item.id)
+                if read is None or read.query is None:
+                    raise InternalError.bug(f'view "{item.name}" explained without its query')
                 # A view's query sees no column and no CTE of the query reading it.
                 saved = self.scopes, self.named
                 self.scopes, self.named = [], [{}]
@@ -482,10 +485,10 @@ def _transform(node: exp.Expr, rewrite) -> exp.Expr:
 
 
 def _children(value, rewrite):
-    if isinstance(value, exp.Expr):
+    if isinstance(value, exp.Expression):
         return _transform(value, rewrite)
     if isinstance(value, list):
-        return [_transform(v, rewrite) if isinstance(v, exp.Expr) else v for v in value]
+        return [_transform(v, rewrite) if isinstance(v, exp.Expression) else v for v in value]
     return value
 
 
@@ -496,14 +499,14 @@ def _aggregates(expressions) -> list[exp.Expr]:
         for node in expression.find_all(exp.AggFunc):
             if isinstance(node.parent, exp.Window) or _in_subquery(node, expression):
                 continue
-            if isinstance(node.parent, exp.Filter):  # count(x) FILTER (WHERE …) is one aggregate
-                node = node.parent
-            found.setdefault(_key(node), node)
+            # count(x) FILTER (WHERE …) is one aggregate
+            whole = node.parent if isinstance(node.parent, exp.Filter) else node
+            found.setdefault(_key(whole), whole)
     return list(found.values())
 
 
 def _in_subquery(node: exp.Expr, root: exp.Expr) -> bool:
-    current = node
+    current: exp.Expr | None = node
     while current is not root and current is not None:
         current = current.parent
         if current is not root and isinstance(current, (exp.Subquery, exp.Select)):

@@ -23,16 +23,21 @@ class Facts:
     topic_lows: tuple[tuple[int, int], ...] = ()
 
 
+def created_source(statement: ast.Statement) -> ast.CreateSource | None:
+    """The CREATE SOURCE `statement` is or explains, if any."""
+    inner = statement.statement if isinstance(statement, ast.Explain) else statement
+    return inner if isinstance(inner, ast.CreateSource) else None
+
+
 def registry_subjects(statement: ast.Statement) -> list[tuple[str, str, Span | None]]:
     """(registry connection name, subject, span of the format) that a CREATE SOURCE needs."""
-    if isinstance(statement, ast.Explain):
-        statement = statement.statement
-    if not isinstance(statement, ast.CreateSource) or statement.format is None:
+    source = created_source(statement)
+    if source is None or source.format is None:
         return []
-    topic = next((o.string.value for o in statement.kafka_options if o.name == "TOPIC"), None)
+    topic = next((o.string.value for o in source.kafka_options if o.name == "TOPIC"), None)
     if topic is None:
         return []
-    spec = statement.format
+    spec = source.format
     sides = (
         [("key", spec.key), ("value", spec.value)]
         if isinstance(spec, ast.KeyValueFormat)

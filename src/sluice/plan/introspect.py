@@ -125,14 +125,14 @@ class ExplainWriter:
             self.source(item, depth)
             return
         if item.kind == kinds.CONNECTION:
-            desc = item.connection_desc
-            where = ", ".join(desc.brokers) if desc.connection_type == kinds.KAFKA else desc.url
-            self.line(depth, f"{desc.connection_type}: {where}")
+            connection = item.connection_desc
+            where = ", ".join(connection.brokers) if connection.connection_type == kinds.KAFKA else connection.url
+            self.line(depth, f"{connection.connection_type}: {where}")
             return
         if item.kind == kinds.SINK:
-            desc = item.sink_desc
-            self.line(depth, f"kafka: topic '{desc.topic}', envelope {desc.envelope}")
-            self.reads([(desc.source, None)], depth)
+            sink = item.sink_desc
+            self.line(depth, f"kafka: topic '{sink.topic}', envelope {sink.envelope}")
+            self.reads([(sink.source, None)], depth)
             return
         if item.kind == kinds.DEAD_LETTER_TABLE:
             self.line(depth, f"errors of source {self.catalog.by_id(item.dead_letter_desc.source).name}")

@@ -172,6 +172,13 @@ class Option(Node):
         return self._value(StringLiteral)
 
     @property
+    def word(self) -> str:
+        """The text of a value given as a string or a bare word (`SECURITY PROTOCOL = SSL`)."""
+        if isinstance(self.value, (StringLiteral, Ident)):
+            return self.value.value
+        return self._value(StringLiteral).value  # an internal error naming what it is
+
+    @property
     def number(self) -> NumberLiteral:
         return self._value(NumberLiteral)
 
