@@ -172,16 +172,14 @@ class Delivery:
         delivered (a broker away past the transaction's timeout), like a commit that
         fails, aborts the transaction, and the step is done again from the last committed
         state."""
-        producer, topic = self.producer, self.desc.topic
-        if producer is None:  # the job opens the delivery before its first step, and after a fatal abort
-            raise InternalError.bug(f'sink "{self.sink.name}" delivering before its producer is made')
+        producer, topic = self._producer(), self.desc.topic
         timeout = TRANSACTION_TIMEOUT_MS / 1000
         reports = _Reports()
         written = 0
         try:
             producer.begin_transaction()
             for message in messages:
-                self._produce(producer, topic, message, reports)
+                self._produce(topic, message, reports)
                 written += 1
             producer.flush(timeout)
             if reports.failure is not None or reports.count != written:
@@ -198,15 +196,22 @@ class Delivery:
             producer.produce(PROGRESS_TOPIC, key=self.progress_key, value=committed.to_json())
             producer.commit_transaction(timeout)
         except KafkaException as e:
-            self._abort(producer)
+            self._abort()
             raise ExternalSystemError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
         except BaseException:
-            self._abort(producer)
+            self._abort()
             raise
         return committed
 
-    @staticmethod
-    def _produce(producer: Producer, topic: str, message: Message, on_delivery) -> None:
+    def _producer(self) -> Producer:
+        """The producer `open` made (the job opens a delivery before its first step, and
+        a new one after a fatal abort dropped it)."""
+        if self.producer is None:
+            raise InternalError.bug(f'sink "{self.sink.name}" delivering with no producer open')
+        return self.producer
+
+    def _produce(self, topic: str, message: Message, on_delivery) -> None:
+        producer = self._producer()
         key, value, headers = message
         # The client takes a list, not a tuple.
         listed: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
@@ -217,9 +222,9 @@ class Delivery:
             except BufferError:
                 producer.poll(0.1)
 
-    def _abort(self, producer: Producer) -> None:
+    def _abort(self) -> None:
         try:
-            producer.abort_transaction(10)
+            self._producer().abort_transaction(10)
         except KafkaException:
             self.producer = None  # fatal: the next start makes a new one
 
