@@ -107,8 +107,10 @@ class Pipeline:
             now = time.monotonic()
             query = self.ingestion().query
             status = query.status if query is not None else None
-            # A stream failing (restarted by its supervisor) is a fault, not a stall.
-            if status is not None and query.isActive and not status["isTriggerActive"]:
+            # A stream failing (restarted by its supervisor) is a fault, not a stall; nor is a
+            # (re)started one still initializing its sources, which a loaded machine slows.
+            starting = status is not None and status["message"] == "Initializing sources"
+            if status is not None and query.isActive and not status["isTriggerActive"] and not starting:
                 idle_since = idle_since or now
             else:
                 idle_since = None
