@@ -36,7 +36,7 @@ from sluice.render.writes import execute_write
 from sluice.spark.conditions import evaluation_error, refusal, unresolved_function
 from sluice.spark.failures import WORKER_LATE, retried, unavailable, worker_late
 from sluice.spark.kafka_source import DEFAULT_RETRY
-from sluice.spark.session import spark
+from sluice.spark.session import jvm, spark
 from sluice.storage.controller import Controller
 from sluice.storage.sink.changes import Changes
 from sluice.storage.sink.envelope import SinkEnvelope
@@ -142,7 +142,7 @@ def physical_plan(plan: QueryPlan, catalog: Catalog, tables: TableStore, stores:
     queries = renderer(catalog, tables, stores)
     with _reported(plan, catalog, queries):
         frame, _, _ = queries.prepare(plan)
-        text = frame._sc._jvm.PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple")
+        text = jvm(frame.sparkSession).PythonSQLUtils.explainString(frame._jdf.queryExecution(), "simple")
     return [line for line in text.splitlines() if line.strip()]
 
 
@@ -202,7 +202,7 @@ def run_write(plan: WritePlan, catalog: Catalog, tables: TableStore, stores: dic
         queries.close()
 
 
-def _failure(error: Exception, what: str, queries: QueryRenderer) -> SqlError:
+def _failure(error: PySparkException | Py4JJavaError, what: str, queries: QueryRenderer) -> SqlError:
     """A Spark failure as a source that could not be read, as the error of a collection
     the query read, as Spark failing to start a Python worker in time (`failures`), as the
     evaluation error PostgreSQL would have reported, as a construct Spark cannot run

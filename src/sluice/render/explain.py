@@ -16,14 +16,18 @@ Printing starts and writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from pyspark.sql.types import VariantType
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType, VariantType
 
 from sluice.catalog import items as kinds
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
-from sluice.errors import FeatureNotSupported
+from sluice.errors import FeatureNotSupported, InternalError
 from sluice.plan.plans import PysparkPlan, QueryPlan
 from sluice.render.query import QueryRenderer, first_errors, relation_view
 from sluice.spark.pyspark_code import recording
@@ -109,20 +113,27 @@ class ExplainedRead(SourceRead):
 def pyspark_program(planned: PysparkPlan, tables: TableStore, ingested: frozenset[str]) -> list[str]:
     """The program of EXPLAIN PYSPARK; a source ingested continuously (by the plan's say,
     or `ingested` now) is read from its committed batches."""
-    item, catalog = planned.item, planned.catalog
+    item, catalog, query = planned.item, planned.catalog, planned.query
     continuous = planned.continuous(ingested)
     try:
-        if planned.query is None:
+        if query is None:
+            if item is None:  # never: `continuous` refuses a plan that names neither
+                raise InternalError.bug("EXPLAIN PYSPARK of neither a query nor a source")
             return source_program(item, catalog, bool(continuous))
         if item is not None and item.kind == kinds.SINK:
-            return sink_program(item, planned.query, catalog, tables, continuous)
-        return query_program(planned.query, catalog, tables, continuous, _runs(planned))
+            return sink_program(item, query, catalog, tables, continuous)
+        return query_program(query, catalog, tables, continuous, _runs(query, item))
     except Unrecordable as e:
         raise FeatureNotSupported(f"EXPLAIN PYSPARK does not print a program with {e} yet", span=planned.span) from None
 
 
 def query_program(
-    plan: QueryPlan, catalog: Catalog, tables: TableStore, continuous=(), runs: str | None = None, shape=None
+    plan: QueryPlan,
+    catalog: Catalog,
+    tables: TableStore,
+    continuous: Sequence[str] = (),
+    runs: str | None = None,
+    shape: Callable[[Recording, DataFrame], Sequence[SparkColumn]] | None = None,
 ) -> list[str]:
     """What a SELECT runs: each source read and split into oks and errs (a source in
     `continuous`: its ingestion, then its committed files read), the relations as
@@ -132,13 +143,15 @@ def query_program(
     with recording() as program:
         stored = {s: ExplainedStore.ingested(program, catalog.by_id(s), catalog) for s in continuous}
         queries = QueryRenderer(
-            program.spark,
+            _spark(program),
             catalog,
             lambda item_id: ExplainedRead((), name=catalog.by_id(item_id).name),
             tables,
             stored=stored,
         )
-        frame, guards, width = queries.prepare(plan, shape and (lambda frame: shape(program, frame)))
+        shaped = None if shape is None else (lambda frame: shape(program, frame))
+        prepared, guards, width = queries.prepare(plan, shaped)
+        frame = _recorded(prepared)
         for read in _reads(plan):
             item = catalog.by_id(read.item_id)
             _name_views(program, relation_view(read), item, read.errors)
@@ -147,8 +160,8 @@ def query_program(
             if item_id in stored:
                 stored[item_id].name(program, collection)
                 continue
-            program.name(collection.base, f"{name}_messages", f"{name}: {DECODED}")
-            program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs)")
+            program.name(_recorded(collection.base), f"{name}_messages", f"{name}: {DECODED}")
+            program.name(_recorded(collection.errs), f"{name}_errs", f"{name}: its errors (errs)")
         hidden = len(frame.columns) - width
         shown = f"the rows are its first {width} column(s), the rest guards' flags" if hidden else "its rows"
         program.bind(frame, "query", f"The query ({shown})")
@@ -156,12 +169,14 @@ def query_program(
         checked = [g for g in guards if g.flag is not None or g.observed is not None]
         if checked:
             program.comment(_checked_text(checked))
-            first = "".join(first_errors(checked).first().parts)
+            first = "".join(_expression(first_errors(checked).first()).parts)
             program.raw(f"if {first} is not None:", f"    raise RuntimeError({first}.message)")
     return _program(program, runs)
 
 
-def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableStore, continuous=()) -> list[str]:
+def sink_program(
+    sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableStore, continuous: Sequence[str] = ()
+) -> list[str]:
     """What a sink's job runs at each change of its relation: the relation's query, each
     row encoded on the executors into its identity and payload, collected for the driver
     to diff against what the sink delivered."""
@@ -170,14 +185,14 @@ def sink_program(sink: Item, plan: QueryPlan, catalog: Catalog, tables: TableSto
         return dead_letter_sink_program(sink, catalog.by_id(relation.dead_letter_desc.source), catalog)
     # The one type the encoding asks about: a jsonb a query gives is a VARIANT (a table's
     # own rows, whose types the recording knows, hold jsonb as text).
-    types = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
+    types: dict[str, DataType] = {c.name: VariantType() for c in plan.columns if c.type.name == "jsonb"}
 
-    def shape(program: Recording, frame):
+    def shape(program: Recording, frame: DataFrame) -> Sequence[SparkColumn]:
         # Made while recording: a schema registry's ids are the program's `schema_ids`,
         # and nothing is registered.
         envelope = envelope_of(sink, catalog)
         envelope.prepare()
-        return envelope.shape(program.typed(frame, types))
+        return envelope.shape(_as_frame(program.typed(_recorded(frame), types)))
 
     runs = SINK_RUNS.format(name=sink.name, topic=sink.sink_desc.topic)
     return query_program(plan, catalog, tables, continuous, runs, shape)
@@ -189,18 +204,18 @@ def dead_letter_sink_program(sink: Item, source: Item, catalog: Catalog) -> list
     identity and payload, for the driver to write as Kafka Connect's DLQ messages."""
     with recording() as program:
         store = ExplainedStore.ingested(program, source, catalog)
-        dead_letters = store.collection(program.spark, source).dead_letters
+        dead_letters = _recorded(store.collection(_spark(program), source).dead_letters)
         program.bind(dead_letters, f"{source.name}_dead_letters", "Its dead-letter rows")
-        messages = dead_letter_messages(dead_letters, envelope_of(sink, catalog))
+        messages = _recorded(dead_letter_messages(_as_frame(dead_letters), envelope_of(sink, catalog)))
         program.bind(messages, "query", "The (identity, payload) pairs of the dead-letter rows, in the order of their messages")
         messages.collect()
     return _program(program, DEAD_LETTER_SINK_RUNS.format(name=sink.name, topic=sink.sink_desc.topic))
 
 
-def _runs(planned: PysparkPlan) -> str | None:
-    if planned.query.status == "SUBSCRIBE":
+def _runs(query: QueryPlan, item: Item | None) -> str | None:
+    if query.status == "SUBSCRIBE":
         return SUBSCRIBE_RUNS
-    if planned.item is not None and planned.item.kind == kinds.MATERIALIZED_VIEW:
+    if item is not None and item.kind == kinds.MATERIALIZED_VIEW:
         return MATERIALIZED_VIEW_RUNS
     return None
 
@@ -211,15 +226,15 @@ def source_program(item: Item, catalog: Catalog, continuous: bool = False) -> li
     with recording() as program:
         if continuous:
             store = ExplainedStore.ingested(program, item, catalog)
-            collection = store.collection(program.spark, item)
+            collection = store.collection(_spark(program), item)
             if item.source_desc.dead_letter_table is not None:
-                program.bind(collection.dead_letters, f"{item.name}_dead_letters", "Its dead-letter rows")
+                program.bind(_recorded(collection.dead_letters), f"{item.name}_dead_letters", "Its dead-letter rows")
         else:
-            collection = render_source(program.spark, item, catalog, ExplainedRead((), name=item.name))
-            program.name(collection.base, f"{item.name}_messages", DECODED[:1].upper() + DECODED[1:])
-        program.bind(collection.oks, f"{item.name}_oks", "Its rows (oks)")
+            collection = render_source(_spark(program), item, catalog, ExplainedRead((), name=item.name))
+            program.name(_recorded(collection.base), f"{item.name}_messages", DECODED[:1].upper() + DECODED[1:])
+        program.bind(_recorded(collection.oks), f"{item.name}_oks", "Its rows (oks)")
         errs = "Its errors (errs): a query over the source fails with the first"
-        program.bind(collection.errs, f"{item.name}_errs", errs)
+        program.bind(_recorded(collection.errs), f"{item.name}_errs", errs)
     return _program(program)
 
 
@@ -239,47 +254,50 @@ class ExplainedStore:
         defines and does not call)."""
         name, quoted = item.name, _quoted(item.name)
         upsert = item.source_desc.envelope != "none"
-        read = stream_read(
-            program.spark,
-            item,
-            catalog,
-            Expr((f"json.dumps(starts[{quoted}])",)),
-            Expr((f"json.dumps(committed[{quoted}])",)),
+        read = _recorded(
+            stream_read(
+                _spark(program),
+                item,
+                catalog,
+                Expr((f"json.dumps(starts[{quoted}])",)),
+                Expr((f"json.dumps(committed[{quoted}])",)),
+            )
         )
         decode = f"{name}_messages"
         with program.function(decode, "raw", comment=f"{name}: {STREAM_UPSERT if upsert else STREAM}") as body:
-            decoded = ingested_messages(Frame(body, ("raw",), dict(read.fields)), item.source_desc)
+            decoded = _recorded(ingested_messages(_as_frame(Frame(body, ("raw",), dict(read.fields))), item.source_desc))
             body.returns(decoded)
         stream = Frame(program, (f"{decode}(", read, ")"), dict(decoded.fields))
         program.bind(stream, f"{name}_stream", f"{name}: its stream's messages")
         batch, schema = f"{name}_batch", f"{name}_files_schema"
         parameters = ("messages", "standing", "ingested_ms") if upsert else ("messages", "ingested_ms")
         with program.function(batch, *parameters, comment=BATCH_UPSERT if upsert else BATCH) as body:
-            standing = Frame(body, ("standing",), dict.fromkeys(("__k", *IDENTITY))) if upsert else None
-            messages = Frame(body, ("messages",), dict(stream.fields))
-            body.returns(batch_rows(messages, item, Expr(("ingested_ms",)), standing))
+            given = _as_frame(Frame(body, ("standing",), dict.fromkeys(("__k", *IDENTITY)))) if upsert else None
+            messages = _as_frame(Frame(body, ("messages",), dict(stream.fields)))
+            body.returns(_recorded(batch_rows(messages, item, Expr(("ingested_ms",)), given)))
         program.imports.add("import time")
         with program.function(f"{name}_commit", "batch", "n", comment=COMMIT_UPSERT if upsert else COMMIT) as body:
             arguments: tuple = ("batch",)
             if upsert:
-                read = body.spark.read.schema(Typed((schema,), _batch_fields(item)))
+                reader = body.spark.read.schema(Typed((schema,), _batch_fields(item)))
                 program.imports.add("import glob")
                 standing = stored_standing(
-                    lambda kind: read.parquet(
-                        Expr((f'*glob.glob(stores[{quoted}] + "/batch-*/out/__out={kind}/*.parquet")',))
+                    lambda kind: _as_frame(
+                        reader.parquet(Expr((f'*glob.glob(stores[{quoted}] + "/batch-*/out/__out={kind}/*.parquet")',)))
                     )
                 )
                 arguments = ("batch, ", standing)
-            rows = Expr((f"{batch}(", *arguments, ", int(time.time() * 1000))"))
+            rows = _as_frame(Expr((f"{batch}(", *arguments, ", int(time.time() * 1000))")))
             body.statement(write_batch(rows, Expr((f'stores[{quoted}] + f"/batch-{{n}}/out"',))).parts)
         checkpoint = Expr((f'stores[{quoted}] + "/checkpoint"',))
         most = max_batch_messages()
         with program.function(f"{name}_ingest", comment=INGESTION.format(name=name, most=f"{most:,}")) as body:
-            backlog = backlog_read(body.spark, item, catalog, Expr((f"json.dumps(backlogs[{quoted}])",)))
+            backlog = backlog_read(_spark(body), item, catalog, Expr((f"json.dumps(backlogs[{quoted}])",)))
             body.statement((f"{name}_commit({decode}(", backlog, '), "backlog")'))
-            body.returns(streaming(Expr((f"{name}_stream",)), Expr((f"{name}_commit",)), item, checkpoint))
+            stream_of = _as_frame(Expr((f"{name}_stream",)))
+            body.returns(streaming(stream_of, Expr((f"{name}_commit",)), item, checkpoint))
         program.comment("The schema of its committed files (the ingestion keeps it in schema.json)")
-        empty = (", ", no_standing(program.spark)) if upsert else ()
+        empty = (", ", no_standing(_spark(program))) if upsert else ()
         program.statement((f"{batch}(", stream, *empty, ", 0).schema"), schema)
         return cls(item, Typed((schema,), _batch_fields(item)))
 
@@ -289,9 +307,12 @@ class ExplainedStore:
             item, lambda kind: spark.read.schema(schema).parquet(Expr((f"*files[{quoted}][{_quoted(kind)}]",)))
         )
 
+    def release(self) -> None:
+        """Nothing to release: printing a program holds no store's files."""
+
     def name(self, program: Recording, collection: Collection) -> None:
         name = self.item.name
-        program.name(collection.errs, f"{name}_errs", f"{name}: its errors (errs), from its committed files")
+        program.name(_recorded(collection.errs), f"{name}_errs", f"{name}: its errors (errs), from its committed files")
 
 
 STREAM = (
@@ -374,3 +395,27 @@ def _program(program: Recording, runs: str | None = None) -> list[str]:
 
 def _quoted(name: str) -> str:
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# The recording's stand-ins for Spark's objects (`pyspark_code`), typed as what they stand
+# for where the renderer takes them: its code runs on them unchanged, and so is checked
+# as the Spark code it is. PySpark's stubs cannot say "or a recording's stand-in".
+def _spark(program: Recording) -> SparkSession:
+    return cast(SparkSession, program.spark)
+
+
+def _as_frame(frame: Expr) -> DataFrame:
+    return cast(DataFrame, frame)
+
+
+# What the renderer hands back while recording is the recording's own: checked, not assumed.
+def _recorded(frame: DataFrame | None) -> Frame:
+    if not isinstance(frame, Frame):
+        raise InternalError.bug(f"a {type(frame).__name__} where a recording's frame was due")
+    return frame
+
+
+def _expression(value: object) -> Expr:
+    if not isinstance(value, Expr):
+        raise InternalError.bug(f"a {type(value).__name__} where a recording's expression was due")
+    return value

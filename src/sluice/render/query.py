@@ -16,23 +16,24 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 
 from sluice.catalog import items as kinds
+from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
-from sluice.errors import FeatureNotSupported, SourceFailed, SqlError, collection_error
+from sluice.errors import FeatureNotSupported, InternalError, SourceFailed, SqlError, collection_error
 from sluice.lower import MESSAGE, Fusion, lower
 from sluice.plan.plans import QueryPlan, Read
 from sluice.render.types import stored_table_frame, wall_clock_frame
 from sluice.spark.guards import failed_run, raising
 from sluice.spark.pyspark_code import F, fail_if
 from sluice.storage.source import Collection, SourceRead, render_source
-from sluice.storage.store import Store
 from sluice.storage.tables import TableStore
 
 
@@ -56,14 +57,23 @@ class Guard:
     observed: Observed | None = None
 
 
+class Stored(Protocol):
+    """A continuously ingested source's committed batches as a query reads them: its
+    `Store`, or, printed by EXPLAIN PYSPARK, the program's reads of its files."""
+
+    def collection(self, spark: SparkSession, item: Item) -> Collection: ...
+
+    def release(self) -> None: ...
+
+
 @dataclass
 class QueryRenderer:
     spark: SparkSession
     catalog: Catalog
     reads: Callable[[str], SourceRead]  # item id of a source → what the snapshot reads
-    tables: TableStore | None = None
+    tables: TableStore
     # Continuously ingested sources: read from their committed batches, not from Kafka.
-    stored: dict[str, Store] = field(default_factory=dict)
+    stored: Mapping[str, Stored] = field(default_factory=dict)
     snapshot_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     collections: dict[str, Collection] = field(default_factory=dict)
     runs: list[list[Guard]] = field(default_factory=list)  # each run's guards
@@ -113,6 +123,8 @@ class QueryRenderer:
         if item.kind == kinds.TABLE:
             return stored_table_frame(self.spark, item.columns, self.tables.text(item)), []
         if item.kind in (kinds.VIEW, kinds.MATERIALIZED_VIEW):
+            if read.query is None:  # the planner plans a view's query with the query reading it
+                raise InternalError.bug(f'a read of the view "{item.name}" without its query')
             return self.query(read.query)
         raise FeatureNotSupported(f"reading a {item.kind} is not implemented yet")
 
@@ -157,7 +169,7 @@ class QueryRenderer:
         return frame.toDF(*(c.name for c in plan.columns), *hidden), guards
 
     def collect(
-        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+        self, plan: QueryPlan, shape: Callable[[DataFrame], Sequence[SparkColumn]] | None = None
     ) -> list[tuple]:
         """The query's rows (projected by `shape`, given its frame), read in full. If any
         of what guards the query has an error, this raises the first (`collection_error`):
@@ -173,7 +185,7 @@ class QueryRenderer:
         return [tuple(row[:width]) for row in rows]
 
     def prepare(
-        self, plan: QueryPlan, shape: Callable[[DataFrame], list[SparkColumn]] | None = None
+        self, plan: QueryPlan, shape: Callable[[DataFrame], Sequence[SparkColumn]] | None = None
     ) -> tuple[DataFrame, list[Guard], int]:
         """What `collect` collects: the frame whose first `width` columns are the rows
         (the rest are guards' flags), failing when a guard read in its job has an error,
@@ -196,10 +208,7 @@ class QueryRenderer:
             return frame
         run = len(self.runs)
         self.runs.append(guards)
-        union = None
-        for guard in read:
-            errs = guard.errs.select(MESSAGE)
-            union = errs if union is None else union.unionByName(errs)
+        union = _union(guard.errs.select(MESSAGE) for guard in read)
         failing = union.where(raising(F.col(MESSAGE), run).isNull())
         return frame.unionAll(failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in frame.schema)))
 
@@ -283,14 +292,24 @@ def _first_error(guards: list[Guard]) -> SqlError | None:
 def first_errors(guards: list[Guard]) -> DataFrame:
     """The errors of `guards` as (message, code), the first first."""
     keys = ("kind", "partition", "offset")
-    union = None
-    for index, guard in enumerate(guards):
-        errs = guard.errs
-        row = errs.select(
+    rows = (
+        guard.errs.select(
             F.lit(index).alias("guard"),
-            *(F.col(k) if k in errs.columns else F.lit(None).alias(k) for k in keys),
+            *(F.col(k) if k in guard.errs.columns else F.lit(None).alias(k) for k in keys),
             F.col(MESSAGE).alias("message"),
-            F.col("code") if "code" in errs.columns else F.lit(None).cast("string").alias("code"),
+            F.col("code") if "code" in guard.errs.columns else F.lit(None).cast("string").alias("code"),
         )
-        union = row if union is None else union.unionByName(row)
-    return union.orderBy("guard", *keys, "message").select("message", "code")
+        for index, guard in enumerate(guards)
+    )
+    return _union(rows).orderBy("guard", *keys, "message").select("message", "code")
+
+
+def _union(frames: Iterable[DataFrame]) -> DataFrame:
+    """The frames' rows together, by column name. There is one at least: the guards of a
+    run that reads some, of a query that has some."""
+    union: DataFrame | None = None
+    for frame in frames:
+        union = frame if union is None else union.unionByName(frame)
+    if union is None:
+        raise InternalError.bug("a union of the errors of no guards")
+    return union

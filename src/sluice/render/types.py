@@ -70,7 +70,7 @@ def table_frame(spark: SparkSession, rows: list[tuple], columns: tuple[Column, .
     RDD of unknown size, shuffled (a 56-way join of ten-row tables: 110 shuffles)."""
     schema = spark_schema(columns)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    values = list(zip(*rows)) if rows else [[] for _ in columns]
+    values: list[tuple] = list(zip(*rows)) if rows else [() for _ in columns]
     table = pa.Table.from_arrays(
         [pa.array(list(v), type=f.type) for v, f in zip(values, arrow_schema, strict=True)], schema=arrow_schema
     )

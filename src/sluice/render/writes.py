@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
 from sluice.catalog.types import Column
-from sluice.errors import NotNullViolation
+from sluice.errors import InternalError, NotNullViolation
 from sluice.plan.plans import WritePlan
 from sluice.render.query import QueryRenderer
 from sluice.render.types import spark_type
@@ -26,10 +26,12 @@ def execute_write(plan: WritePlan, catalog: Catalog, store: TableStore, renderer
     matched = None if plan.matched is None else renderer.collect(plan.matched)[0][0]
     if plan.literal_rows is not None:
         rows = list(plan.literal_rows)
-    else:
+    elif plan.rows is not None:
         rows = renderer.collect(
             plan.rows, lambda frame: [_stored(frame, name, c) for name, c in zip(frame.columns, item.columns)]
         )
+    else:  # the planner gives a write its rows, as a query or as literals
+        raise InternalError.bug(f'a {plan.status} of "{item.name}" with no rows planned')
     _check_not_null(item, rows)
     if plan.status == "INSERT":
         store.write(item, store.read(item) + rows)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -67,6 +67,7 @@ from pyspark.sql.types import (
 from sluice.catalog import codec
 from sluice.catalog.formats import FormatDesc
 from sluice.catalog.items import DEFAULT_RETRY_DELAY_MAX_MS, DEFAULT_RETRY_TIMEOUT_MS
+from sluice.errors import InternalError
 from sluice.kafka import client
 from sluice.kafka.client import (
     KafkaReadError,
@@ -360,36 +361,39 @@ class _Columns:
         self.offsets.append(offset)
 
     def add_lost(self, start: int, end: int) -> None:
+        if self.lost_end is None:  # `_skip_lost` fails a read that does not report lost ranges
+            raise InternalError.bug("a lost range kept by a read that does not report them")
         self.lost_end[len(self.offsets)] = end
         self.unkeyed.append(len(self.offsets))
         self.messages.append(None)
         self.offsets.append(start)
 
-    def _kept(self) -> dict[int, int]:
-        """Row index → how many messages it stands for, of the rows sent on."""
+    def _kept(self, checks: dict) -> dict[int, int]:
+        """Row index → how many messages it stands for, of the rows sent on (`checks`:
+        the read's `latest_per_key`)."""
         kept = dict.fromkeys(self.unkeyed, 1)
         keys = list(self.by_key)
-        failing = self._fails("key", keys, [self.offsets[self.by_key[k][-1]] for k in keys])
-        older = []  # superseded rows of keys that pass, with the row superseding each
+        failing = self._fails(checks, "key", keys, [self.offsets[self.by_key[k][-1]] for k in keys])
+        older: list[tuple[int, int]] = []  # superseded rows of keys that pass, with the row superseding each
         for key, fails in zip(keys, failing):
             rows = self.by_key[key]
             if fails:
                 kept.update(dict.fromkeys(rows, 1))
             else:
                 kept[rows[-1]] = len(rows)
-                if "value" in self.latest:
+                if "value" in checks:
                     older += ((row, rows[-1]) for row in rows[:-1])
         values = [self.messages[row].value() for row, _ in older]
         offsets = [self.offsets[row] for row, _ in older]
-        for (row, latest), fails in zip(older, self._fails("value", values, offsets)):
+        for (row, latest), fails in zip(older, self._fails(checks, "value", values, offsets)):
             if fails:
                 kept[row] = 1
                 kept[latest] -= 1
         return kept
 
-    def _fails(self, side: str, payloads: list, offsets: list) -> list[bool]:
+    def _fails(self, checks: dict, side: str, payloads: list, offsets: list) -> list[bool]:
         """Whether each payload fails `side`'s check (none does on a side not checked)."""
-        check = self.latest.get(side)
+        check = checks.get(side)
         if check is None or not payloads:
             return [False] * len(payloads)
         if check == "utf8":
@@ -398,10 +402,11 @@ class _Columns:
         return errors.is_valid().to_pylist()
 
     def batches(self, topic: str, partition: int) -> Iterator[pa.RecordBatch]:
+        rows: Sequence[int]
         if self.latest is None:
             rows, counts = range(len(self.offsets)), None
         else:
-            kept = self._kept()
+            kept = self._kept(self.latest)
             rows = sorted(kept)
             counts = [kept[i] for i in rows]
         for first in range(0, len(rows), self.batch_size):
@@ -545,7 +550,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         begins = {p: max(start.get(p, 0), self.start.get(int(p), 0)) for p in end}
         return tasks(sorted((int(p), begins[p], high) for p, high in end.items()))
 
-    def read(self, partition: Ranges) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, Ranges):  # a stream's tasks are those `partitions` planned
+            raise InternalError.bug(f"a stream's read of a {type(partition).__name__}, not of offset ranges")
         return read_ranges(self.options, partition.ranges)
 
     def commit(self, end: dict) -> None:

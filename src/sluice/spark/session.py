@@ -24,10 +24,12 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from py4j.java_gateway import JVMView
 from py4j.protocol import Py4JError
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
+from sluice.errors import InternalError
 from sluice.spark.kafka_source import KafkaDataSource
 from sluice.spark.settings import (
     SparkSettings,
@@ -91,8 +93,17 @@ def activate(session: SparkSession) -> None:
     has no JVM here, and its server keeps the settings."""
     if not getattr(_this_thread, "active", False):
         if hasattr(session, "_jsparkSession"):
-            session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+            jvm(session).SparkSession.setActiveSession(session._jsparkSession)
         _this_thread.active = True
+
+
+def jvm(session: SparkSession) -> JVMView:
+    """The JVM of a session that has one (not Spark Connect's). PySpark types it optional
+    for Connect; a session with a JVM is built with it (`SparkSession.__init__` asserts so)."""
+    view = session._jvm
+    if view is None:
+        raise InternalError.bug("a classic Spark session without its JVM")
+    return view
 
 
 def task_progress(group: str | None) -> tuple[int, int] | None:

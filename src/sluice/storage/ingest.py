@@ -29,20 +29,19 @@ backlog has it ~2 s sooner (measured on two cores: 1 M upsert messages committed
 4.4–6.2 s against 6.6–8.5 s, 20 k in 3.2 s against 4.9 s), and the stream starts when
 nobody waits for it.
 
-The storage `Controller` owns a session's ingestions: it starts them, waits for them to
-catch up with the offsets a query must see (read-your-writes), and stops them. A stream fails when a fault
-outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
-error; the controller's supervisor then shows the source failed, with the reason, and restarts the
-stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
+The storage `Controller` owns a session's ingestions: it starts them, waits for them to catch
+up with the offsets a query must see (read-your-writes), and stops them. A stream fails when a
+fault outlasts its source's RETRY TIMEOUT (the reader waits out shorter ones) or on any other
+error; the controller's supervisor then shows the source failed, with the reason, and restarts
+the stream from its checkpoint — nothing lost, nothing read twice — with backoff (by the
 source's RETRY DELAY MAX) until a restarted stream gets through a trigger. Offsets gone
-backwards (a partition's high watermark below what the source committed: its topic
-recreated, or data lost) fail it for good instead, found by its stream, by a statement
-catching up, or at its start, and recorded in its store (`Ingestion.verify`): no restart
-would read the topic's offsets below the committed ones, so it stays failed, in this
-session and the next, until the source is dropped and created again. Spark failing
-to start a Python worker in time (see `failures`) is transient: a backlog's job meeting it
-runs again, and a statement waits for a stream restarted after it — both within the
-source's RETRY TIMEOUT (`Ingestion.failed`).
+backwards (a partition's high watermark below what the source committed: its topic recreated,
+or data lost) fail it for good instead, found by its stream, by a statement catching up, or at
+its start, and recorded in its store (`Ingestion.verify`): no restart would read the topic's
+offsets below the committed ones, so it stays failed, in this session and the next, until the
+source is dropped and created again. Spark failing to start a Python worker in time (see
+`failures`) is transient: a backlog's job meeting it runs again, and a statement waits for a
+stream restarted after it — both within the source's RETRY TIMEOUT (`Ingestion.failed`).
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.store import Catalog
-from sluice.errors import SourceFailed
+from sluice.errors import InternalError, SourceFailed
 from sluice.kafka.client import OffsetsRegressed, regression
 from sluice.kafka.retry import SourceUnavailable
 from sluice.spark.failures import WORKER_LATE, failure_reason, raised_as, retried
@@ -268,6 +267,8 @@ class BatchRows:
 
     def __call__(self, messages: DataFrame, ingested_ms, standing: DataFrame | None = None) -> DataFrame:
         if self.changes is not None:
+            if standing is None:  # its ingestion reads the state before every micro-batch
+                raise InternalError.bug("an upsert source's micro-batch without its state")
             messages = self.changes(messages, standing)
         err = F.when(self.logged, F.struct(*self.errs, F.lit(ingested_ms).cast("long").alias("mz_timestamp")))
         return messages.select(self.exploded, "*").select(self.out, self.row, err.alias("err"), *self.keys)
@@ -466,7 +467,9 @@ class Ingestion:
         found here. Finding it takes the driver ~0.4 s: done while Spark starts the
         stream, it would delay the stream's first micro-batch by ~0.6 s."""
         if not self.schema_saved and not self.store.has_schema():
-            rows = self._rows_for(self.messages)(self.messages, 0, no_standing(self.spark))
+            if (messages := self.messages) is None:  # a statement reads the store of a stream it started
+                raise InternalError.bug(f'the schema of source "{self.item.name}", whose stream never started')
+            rows = self._rows_for(messages)(messages, 0, no_standing(self.spark))
             self.store.save_schema(rows.schema)
         self.schema_saved = True
 
@@ -584,7 +587,7 @@ class Ingestion:
         may wait out a fault."""
         if self.failure() is None or self.stopped or self.query is not None:
             return
-        if time.monotonic() < self.fault.restart_at:
+        if (fault := self.fault) is None or time.monotonic() < fault.restart_at:  # None: recovered meanwhile
             return
         try:
             self.launch()

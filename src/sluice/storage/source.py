@@ -20,19 +20,23 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType, StructType
 
-from sluice.catalog.formats import Format
+from sluice.catalog.formats import Format, FormatDesc
 from sluice.catalog.items import Item, SourceDesc
 from sluice.catalog.secrets import connection_options, registry_login
 from sluice.catalog.store import Catalog
+from sluice.catalog.types import Column
 from sluice.errors import (
     DECODE_ERROR,
     MISSING_KEY_OR_VALUE,
     OFFSETS_LOST,
     SOURCE_ERROR,
+    InternalError,
     SourceFailed,
 )
 from sluice.kafka.client import (
@@ -49,23 +53,51 @@ ERRS_COLUMNS = ("kind", "code", "message", "partition", "offset", "timestamp", "
 FLAT_VALUE_MISSING = "Envelope error: Flat: Value not present for message"
 
 
-@dataclass
-class Collection:
+class Collection(Protocol):
+    """A source as its rows and its errors: read from its topic (`KafkaCollection`), or
+    from the files its ingestion committed (`stored.StoredCollection`)."""
+
+    @property
+    def oks(self) -> DataFrame: ...
+
+    @property
+    def errs(self) -> DataFrame:
+        """Errors a query over the collection fails with. For ENVELOPE UPSERT these are the
+        errors still standing: a later good value, or a tombstone, retracts a key's error."""
+
+    @property
+    def base(self) -> DataFrame:
+        """The decoded read everything derives from: cached when it is used more than once,
+        so the topic is read once."""
+
+    @property
+    def log(self) -> DataFrame:
+        """Every error message ever seen, retracted or not: what a dead-letter table logs
+        and what ERROR TOLERANCE counts. For ENVELOPE NONE it is `errs`."""
+
+    @property
+    def dead_letters(self) -> DataFrame | None:
+        """A continuously ingested source's dead-letter rows, stamped when their
+        micro-batch was ingested (a snapshot has none: its dead-letter rows derive from `log`)."""
+
+    @property
+    def observable(self) -> Observable | None: ...
+
+    @property
+    def errorless(self) -> bool:
+        """Known to have no errors, without reading it: a query over it needs no guard."""
+
+
+@dataclass(frozen=True)
+class KafkaCollection:
+    """A source's `Collection` as a read of its topic makes it."""
+
     oks: DataFrame
-    # Errors a query over the collection fails with. For ENVELOPE UPSERT these are the
-    # errors still standing: a later good value, or a tombstone, retracts a key's error.
     errs: DataFrame
-    # The decoded read everything derives from: cached when it is used more than once,
-    # so the topic is read once.
     base: DataFrame
-    # Every error message ever seen, retracted or not: what a dead-letter table logs and
-    # what ERROR TOLERANCE counts. For ENVELOPE NONE it is `errs`.
     log: DataFrame
-    # A continuously ingested source's dead-letter rows, stamped when their micro-batch
-    # was ingested (a snapshot has none: its dead-letter rows derive from `log`).
     dead_letters: DataFrame | None = None
     observable: Observable | None = None
-    # Known to have no errors, without reading it: a query over it needs no guard.
     errorless: bool = False
 
 
@@ -129,7 +161,7 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
         def rows_of(base: DataFrame) -> DataFrame:
             return base.where(parts.ok).select(*parts.oks)
 
-        return Collection(rows_of(kept), errs, kept, errs, observable=Observable(rows_of, offsets))
+        return KafkaCollection(rows_of(kept), errs, kept, errs, observable=Observable(rows_of, offsets))
 
     def state_of(base: DataFrame) -> DataFrame:
         # The winning message of an upsert key: the latest by partition, then offset.
@@ -142,7 +174,7 @@ def _rendered(spark: SparkSession, item: Item, options: tuple[tuple[str, str], .
     def state_rows(state: DataFrame) -> DataFrame:
         return state.where(state_parts.ok).select(*state_parts.oks)
 
-    return Collection(
+    return KafkaCollection(
         state_rows(state),
         state.where(state_parts.failed).select(*state_parts.errs),
         messages,
@@ -196,7 +228,7 @@ def retry_policy(item: Item) -> RetryPolicy:
     return RetryPolicy(desc.retry_timeout_ms / 1000, desc.retry_delay_max_ms / 1000, item.name)
 
 
-def _sides(desc: SourceDesc) -> dict[str, Format]:
+def _sides(desc: SourceDesc) -> dict[str, FormatDesc]:
     sides = {"value": desc.value_format}
     # The key is decoded when it is a column, and for DEBEZIUM, whose errors name it.
     if desc.key_format is not None and (desc.key_columns or desc.envelope == "debezium"):
@@ -218,10 +250,10 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
     """The source's columns, in order, named as the catalog names them."""
     columns = []
     if desc.key_columns:
-        keys = _side_columns(decoded, "key", desc.key_format)
+        keys = _side_columns(decoded, "key", _key_format(desc))
         if desc.key_packed:
             # Fields named as the record's type says; an absent key is a NULL record.
-            fields = item.column(desc.key_columns[0]).type.fields
+            fields = _column(item, desc.key_columns[0]).type.fields
             record = F.struct(*(k.alias(f.name) for k, f in zip(keys, fields)))
             keys = [F.when(F.col("key").isNotNull(), record)]
         columns += keys
@@ -229,7 +261,7 @@ def _row_columns(decoded: DataFrame, desc: SourceDesc, item: Item, inline=None) 
         columns.append(inline)
     if desc.envelope == "debezium":
         after = F.col("value_data")["after"]
-        names = decoded.schema["value_data"].dataType["after"].dataType.fieldNames()
+        names = _struct(_struct(decoded.schema["value_data"].dataType)["after"].dataType).fieldNames()
         values = _as_typed([after[name] for name in names], desc.value_format.debezium_columns(None))
     else:
         values = _side_columns(decoded, "value", desc.value_format)
@@ -400,7 +432,7 @@ def source_parts(messages: DataFrame, desc: SourceDesc, item: Item) -> SourcePar
 def _key_repr(decoded: DataFrame, desc: SourceDesc):
     """`Row{[…]}` of the decoded key, in Materialize's datum notation."""
     parts = []
-    for column in _side_columns(decoded, "key", desc.key_format):
+    for column in _side_columns(decoded, "key", _key_format(desc)):
         text = column.cast("string")
         parts.append(F.concat(F.lit('String("'), F.coalesce(text, F.lit("NULL")), F.lit('")')))
     return F.concat(F.lit("Row{["), F.concat_ws(", ", *parts), F.lit("]}"))
@@ -440,15 +472,39 @@ def _side_columns(raw: DataFrame, side: str, fmt: Format) -> list[SparkColumn]:
         return [F.parse_json(value)]
     if fmt.unpack == "items":
         return [value[i] for i in range(len(fmt.columns))]
-    struct = raw.schema[f"{side}_data"].dataType
+    struct = _struct(raw.schema[f"{side}_data"].dataType)
     columns = []
     for name in struct.fieldNames():
-        branches = getattr(struct[name].dataType, "fieldNames", lambda: [])()
+        field_type = struct[name].dataType
+        branches = field_type.fieldNames() if isinstance(field_type, StructType) else []
         if branches and all(b.startswith("branch") for b in branches):
             columns += [value[name][b] for b in branches]
         else:
             columns.append(value[name])
     return _as_typed(columns, fmt.columns)
+
+
+def _key_format(desc: SourceDesc) -> FormatDesc:
+    """The format of the key of a source that reads its key (its planner gave it one)."""
+    if desc.key_format is None:
+        raise InternalError.bug("a source reading its key without a key format")
+    return desc.key_format
+
+
+def _column(item: Item, name: str) -> Column:
+    """The column `name` of the source, which its description names."""
+    column = item.column(name)
+    if column is None:
+        raise InternalError.bug(f'source "{item.name}" has no column "{name}", which its description names')
+    return column
+
+
+def _struct(data_type: DataType) -> StructType:
+    """A decoded record's type, which the reader's schema makes a struct (a recording
+    knows it too: see `pyspark_code`)."""
+    if not isinstance(data_type, StructType):
+        raise InternalError.bug(f"a decoded record of type {data_type}")
+    return data_type
 
 
 def _as_typed(fields: list[SparkColumn], columns) -> list[SparkColumn]:

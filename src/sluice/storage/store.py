@@ -404,10 +404,11 @@ class Store:
         return ranges
 
     def commit(
-        self, written: Location, *, batch: int, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
+        self, written: Location, *, batch: int | None, ingested_ms: int, offsets: Ranges, redirected: bool, upsert: bool
     ) -> None:
-        """Publish a written batch as the next commit: its files fsynced and listed, moved
-        into place, then its record written."""
+        """Publish a written batch as the next commit (of Spark's micro-batch `batch`; None:
+        a backlog's batch job): its files fsynced and listed, moved into place, then its
+        record written."""
         number = self.head["commit"] + 1 if self.head else 0
         prefix = f"batches/{number}"
         files = seal(written, prefix)

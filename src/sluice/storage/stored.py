@@ -13,7 +13,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 
 from sluice.catalog.items import Item
 from sluice.spark.pyspark_code import F
-from sluice.storage.source import ERRS_COLUMNS, Collection
+from sluice.storage.source import ERRS_COLUMNS, Observable
 
 IDENTITY = ["__p", "__o"]
 # The columns of an upsert source's `state` files its standing state is read from.
@@ -52,13 +52,15 @@ def without_places(rows: DataFrame, places: dict[int, list[int]]) -> DataFrame:
     return rows if hit is None else rows.where(~F.coalesce(hit, F.lit(False)))
 
 
-class StoredCollection(Collection):
-    """The source's collection from its committed files, `frame(kind)` reading those of
+class StoredCollection:
+    """The source's `Collection` from its committed files, `frame(kind)` reading those of
     one kind: an upsert source's rows and errors are those no later commit retracted
     (`unretracted`, as for `stored_standing`). Each frame is built when first asked for
     (a query reads the rows and errors, seldom the log or the dead-letter rows: each
     frame a SELECT builds costs it ~20 ms); `errorless` when `present`, the kinds that
     have files, shows no error could stand (no errs files)."""
+
+    observable: Observable | None = None  # files, not a read of Kafka: nothing observed
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from typing import NamedTuple
 class Message(NamedTuple):
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: tuple[tuple[str, bytes | None], ...] = ()  # a Kafka header may have no value
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame
 
 from sluice.catalog.items import Item
 from sluice.catalog.store import Catalog
+from sluice.errors import InternalError
 from sluice.kafka.progress import Progress
 from sluice.spark.pyspark_code import F
 from sluice.spark.session import spark
@@ -101,7 +102,8 @@ class DeadLetters(SinkEnvelope):
             yield Message(_bytes(row.get("key")), _bytes(row.get("value")), original + context)
 
     def stored_changes(self, stores: dict[str, Store], state: SinkState, progress: Progress) -> Changes:
-        assert self.item is not None, "a sink's envelope knows its source"
+        if self.item is None:  # `dead_letters` gives a sink's envelope its source
+            raise InternalError.bug(f'the dead-letter sink of "{self.source}" without its source')
         return new_dead_letters(stores[self.item.id], self.item, self, state, progress)
 
 

@@ -31,10 +31,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+from confluent_kafka import Consumer, KafkaException, Producer
+
 from sluice.catalog.items import Item
 from sluice.catalog.secrets import connection_options
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError
+from sluice.errors import ExternalSystemError, InternalError
 from sluice.kafka.client import KafkaReadError, connection_config, watermarks
 from sluice.kafka.progress import (
     PROGRESS_CONFIG,
@@ -96,13 +98,11 @@ class Delivery:
         self.bootstrap = ",".join(connection.brokers)
         self.config = connection_config(connection_options(connection, catalog).all())
         self.progress_key = identity.encode()
-        self.producer = None
+        self.producer: Producer | None = None
 
     def open(self) -> Progress:
         """Create the topics if missing, check the progress topic's configuration, fence
         any earlier producer of this sink, and read the last committed progress."""
-        from confluent_kafka import Producer
-
         existing = list_topics(self.bootstrap, self.config)
         topics = ((self.desc.topic, self.desc.partition_count or 1, None), (PROGRESS_TOPIC, 1, PROGRESS_CONFIG))
         for topic, partitions, settings in topics:
@@ -115,7 +115,7 @@ class Delivery:
         configs = topic_config(self.bootstrap, PROGRESS_TOPIC, self.config)
         if configs is not None:  # None: an embedded broker, which keeps none (kafka/progress.py)
             check_config(configs)
-        self.producer = Producer(
+        self.producer = producer = Producer(
             {
                 "bootstrap.servers": self.bootstrap,
                 "transactional.id": self.identity,
@@ -125,12 +125,10 @@ class Delivery:
                 **self.config,
             }
         )
-        self.producer.init_transactions(30)
+        producer.init_transactions(30)
         return self._verified(self._last_progress())
 
     def _last_progress(self) -> Progress:
-        from confluent_kafka import Consumer
-
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
@@ -174,9 +172,7 @@ class Delivery:
         delivered (a broker away past the transaction's timeout), like a commit that
         fails, aborts the transaction, and the step is done again from the last committed
         state."""
-        from confluent_kafka import KafkaException
-
-        producer, topic = self.producer, self.desc.topic
+        producer, topic = self._producer(), self.desc.topic
         timeout = TRANSACTION_TIMEOUT_MS / 1000
         reports = _Reports()
         written = 0
@@ -207,21 +203,28 @@ class Delivery:
             raise
         return committed
 
+    def _producer(self) -> Producer:
+        """The producer `open` made (the job opens a delivery before its first step, and
+        a new one after a fatal abort dropped it)."""
+        if self.producer is None:
+            raise InternalError.bug(f'sink "{self.sink.name}" delivering with no producer open')
+        return self.producer
+
     def _produce(self, topic: str, message: Message, on_delivery) -> None:
+        producer = self._producer()
         key, value, headers = message
-        headers = list(headers) if headers else None  # the client takes a list, not a tuple
+        # The client takes a list, not a tuple.
+        listed: list[tuple[str, str | bytes | None]] | None = list(headers) if headers else None
         while True:
             try:
-                self.producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                producer.produce(topic, value, key, headers=listed, on_delivery=on_delivery)
                 return
             except BufferError:
-                self.producer.poll(0.1)
+                producer.poll(0.1)
 
     def _abort(self) -> None:
-        from confluent_kafka import KafkaException
-
         try:
-            self.producer.abort_transaction(10)
+            self._producer().abort_transaction(10)
         except KafkaException:
             self.producer = None  # fatal: the next start makes a new one
 

@@ -14,7 +14,8 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from sluice.catalog.formats import Format, Json
+from sluice.catalog.formats import AvroRegistry, Format, Json
+from sluice.errors import InternalError
 from sluice.spark.pyspark_code import F
 
 
@@ -105,8 +106,12 @@ class RowBytes:
     body: bool = False
 
     def __call__(self, row) -> bytes | None:
-        encode = self.fmt.body if self.body else self.fmt.encode
-        return encode(tuple(_plain(v) for v in row))
+        values = tuple(_plain(v) for v in row)
+        if not self.body:
+            return self.fmt.encode(values)
+        if not isinstance(self.fmt, AvroRegistry):  # a body is a Debezium row's, in a registry's Avro
+            raise InternalError.bug(f"the unframed body of a row in {type(self.fmt).__name__}")
+        return self.fmt.body(values)
 
 
 def _jsonable(name: str, data_type: T.DataType) -> SparkColumn:

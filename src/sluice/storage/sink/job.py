@@ -29,7 +29,7 @@ from sluice.catalog.items import (
     Item,
 )
 from sluice.catalog.store import Catalog
-from sluice.errors import ExternalSystemError, QueryCanceled, SqlError, UniqueViolation
+from sluice.errors import ExternalSystemError, InternalError, QueryCanceled, SqlError, UniqueViolation
 from sluice.kafka.progress import Progress
 from sluice.kafka.retry import RetryPolicy
 from sluice.spark.failures import failure_reason
@@ -90,9 +90,12 @@ class SinkJob:
             return self.asked
 
     def answered_after(self, number: int, timeout: float) -> None:
+        thread = self._thread
+        if thread is None:  # the controller starts a job as it adds it
+            raise InternalError.bug(f'a drain of sink "{self.sink.name}", whose job never started')
         with self._changed:
             self._changed.wait_for(
-                lambda: self.answered >= number or not self._thread.is_alive(),
+                lambda: self.answered >= number or not thread.is_alive(),
                 max(timeout, 0),
             )
 

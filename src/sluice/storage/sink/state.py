@@ -289,8 +289,12 @@ def _changes(found: pa.Table, flags: list[str], unique: bool, received: int) -> 
         }
     ).filter(changed)
     duplicates = found.filter(pc.greater(count, 1)).column("identity").to_pylist() if unique else []
+    identity, before, after, n = (table.column(c).to_pylist() for c in ("identity", "before", "after", "n"))
     return Changes(
-        *(table.column(c).to_pylist() for c in ("identity", "before", "after", "n")),
+        identity,
+        before,
+        after,
+        n,
         flagged=frozenset(f for f in flags if pc.any(found.column(f)).as_py()),
         duplicate=min(duplicates, default=None),
         received=received,
