@@ -1,4 +1,4 @@
-"""The recording PySpark of EXPLAIN PYSPARK (`render/pyspark_code.py`) writes Python that
+"""The recording PySpark of EXPLAIN PYSPARK (`spark/pyspark_code.py`) writes Python that
 means what was recorded: any argument reads back as itself, and a program's line breaks
 never change what it says. JVM-free."""
 
