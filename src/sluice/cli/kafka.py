@@ -80,7 +80,7 @@ def produce_lines(bootstrap: str, options: argparse.Namespace, lines: Iterable[s
 
     topic = options.topic
     value = _value_encoder(options, encode_value)
-    messages = []
+    messages: list[tuple[bytes | None, bytes | None]] = []
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\n")
         if not line:

@@ -87,7 +87,7 @@ def interact(repl: Repl, history_file: Path) -> None:
 
     repl.spark.on_ready = spark_ready
     # A prompt of its own: arguments given to a PromptSession's prompt() stay with it.
-    data_prompt = PromptSession(repl_kafka.PRODUCE_PROMPT)
+    data_prompt: PromptSession[str] = PromptSession(repl_kafka.PRODUCE_PROMPT)
     repl.read_data = lambda: _data_line(data_prompt)
     while True:
         try:
@@ -142,7 +142,7 @@ def main(
     embedded = broker is None
     kafka = ExitStack()  # the embedded broker, if one is started
     try:
-        if embedded:
+        if broker is None:
             broker = kafka.enter_context(embedded_broker()).bootstrap
         session = Session(data_dir, spark_conf=spark_conf, spark_ui=spark_ui)
     except SqlError as e:

@@ -306,8 +306,9 @@ class FileRunner:
         return expected == actual
 
     def _rewrite_results(self, record: Record, actual: list[str]) -> None:
-        if record.separator_index is not None:
-            self.edits.append((record.separator_index + 1, record.results_end, actual))
+        if record.results_span is not None:
+            separator_index, results_end = record.results_span
+            self.edits.append((separator_index + 1, results_end, actual))
         elif actual:
             at = record.last_sql_index + 1
             self.edits.append((at, at, ["----", *actual]))

@@ -68,8 +68,7 @@ class Record:
     # positions for --rewrite
     header_index: int = 0
     last_sql_index: int = 0
-    separator_index: int | None = None
-    results_end: int | None = None  # one past the last result line
+    results_span: tuple[int, int] | None = None  # the `----` line, one past the last result line
 
     @property
     def name(self) -> str:
@@ -203,10 +202,10 @@ def _query(line: str, words: list[str], index: int, rest, conditions) -> Record:
     separator = next((n for n, (_, text) in enumerate(rest) if text == "----"), None)
     if separator is None:
         return _sql(record, rest)
-    record.separator_index = rest[separator][0]
+    separator_index = rest[separator][0]
     results = rest[separator + 1 :]
     record.expected = [text for _, text in results]
-    record.results_end = (results[-1][0] if results else record.separator_index) + 1
+    record.results_span = (separator_index, (results[-1][0] if results else separator_index) + 1)
     return _sql(record, rest[:separator])
 
 

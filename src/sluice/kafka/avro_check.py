@@ -282,7 +282,7 @@ def checker(schema: Any, utf8: bool = False) -> Callable[[bytes, int], int]:
     body = generator.walk(schema, 1)
     source = "".join(generator.functions.values())
     source += f"def check(p, i):\n    e = 0\n{body}    if i > len(p):\n        raise Incomplete\n    return i\n"
-    scope = dict(_HELPERS)
+    scope: dict[str, Any] = dict(_HELPERS)
     exec(compile(source, "<avro check>", "exec"), scope)  # noqa: S102 - source generated above from a schema
     check = scope["check"]
 

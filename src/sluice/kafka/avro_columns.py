@@ -69,10 +69,10 @@ class _Leaf:
     problem: Callable[[Any], str | None]
     fits: Callable[[pa.Array], bool] | None = None
 
-    def values(self, datum: Any) -> list:
+    def values(self, datum: Any) -> list[Any]:
         values = [datum]
         for step in self.path:
-            inner = []
+            inner: list[Any] = []
             for value in values:
                 if step is None and isinstance(value, (list, dict)):
                     inner.extend(value.values() if isinstance(value, dict) else value)

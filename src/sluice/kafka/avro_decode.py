@@ -120,26 +120,27 @@ class AvroDecoder(Decoder):
         """The plain column of `data` once every datum its column cannot hold is turned into
         its message's error (`data` and `errors` are updated in place)."""
 
-        def unfit(index: int, problem: str) -> None:
+        def unfit(index: int, payload: bytes, problem: str) -> None:
             data[index] = None
-            errors[index] = f"avro deserialization error: {problem} {describe_bytes(payloads[index])}"
+            errors[index] = f"avro deserialization error: {problem} {describe_bytes(payload)}"
 
-        for index, datum in enumerate(data):
-            if datum is not None:
+        # A payload that is None has no datum (decode_each): a datum's payload is bytes.
+        for index, (datum, payload) in enumerate(zip(data, payloads, strict=True)):
+            if datum is not None and payload is not None:
                 problem = next(
                     (p for leaf in self.leaves for p in map(leaf.problem, leaf.values(datum)) if p is not None), None
                 )
                 if problem is not None:
-                    unfit(index, problem)
+                    unfit(index, payload, problem)
         try:
             return pa.array(data, self.plain_type)
         except Exception:  # noqa: BLE001 - what the leaves do not name: each datum alone
-            for index, datum in enumerate(data):
-                if datum is not None:
+            for index, (datum, payload) in enumerate(zip(data, payloads, strict=True)):
+                if datum is not None and payload is not None:
                     try:
                         pa.array([datum], self.plain_type)
                     except Exception as e:  # noqa: BLE001 - that datum's error
-                        unfit(index, f"value does not fit its column: {e}")
+                        unfit(index, payload, f"value does not fit its column: {e}")
             return pa.array(data, self.plain_type)
 
     def _one(self, payload: bytes, _index: int):
@@ -175,8 +176,9 @@ class AvroDecoder(Decoder):
         datum = fastavro.schemaless_reader(body, readable, self.reader_schema)
         if body.tell() != len(payload):
             raise _AvroFraming(f"{len(payload) - body.tell()} bytes left over after the datum")
-        for name, branches in self.unions:
-            datum[name] = _as_branches(datum[name], branches)
+        if isinstance(datum, dict):  # a record's: only a record has top-level unions
+            for name, branches in self.unions:
+                datum[name] = _as_branches(datum[name], branches)
         return datum
 
 

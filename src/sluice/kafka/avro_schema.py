@@ -23,7 +23,7 @@ def parse_schema(schema: Any, named_schemas: dict | None = None) -> Any:
     return fastavro.parse_schema(_usable_defaults(schema), named_schemas)
 
 
-_DEFAULT_TYPES = {
+_DEFAULT_TYPES: dict[str, type | tuple[type, ...]] = {
     "null": type(None),
     "boolean": bool,
     "int": int,
@@ -44,8 +44,8 @@ def _usable_defaults(schema: Any) -> Any:
     out = {k: _usable_defaults(v) for k, v in schema.items()}
     if "default" in out and "type" in out and "name" in out and schema.get("type") != "record":
         branches = out["type"] if isinstance(out["type"], list) else [out["type"]]
-        kinds = [_DEFAULT_TYPES.get(b) if isinstance(b, str) else None for b in branches]
-        if None not in kinds and not any(isinstance(out["default"], k) for k in kinds):
+        kinds = [k for b in branches if isinstance(b, str) and (k := _DEFAULT_TYPES.get(b)) is not None]
+        if len(kinds) == len(branches) and not any(isinstance(out["default"], k) for k in kinds):
             del out["default"]
     return out
 

@@ -373,8 +373,9 @@ def _timestamp_at(client: Consumer, topic: str, partition: int, offset: int) -> 
     client.assign([TopicPartition(topic, partition, offset)])
     for _ in range(20):
         for message in client.consume(num_messages=1, timeout=0.5):
-            if message.error() is None:
+            error = message.error()
+            if error is None:
                 return message.timestamp()[1]
-            if message.error().code() != KafkaError._PARTITION_EOF:
-                raise KafkaReadError(f"topic {topic!r} partition {partition}: {message.error().str()}")
+            if error.code() != KafkaError._PARTITION_EOF:
+                raise KafkaReadError(f"topic {topic!r} partition {partition}: {error.str()}")
     raise KafkaReadError(f"topic {topic!r} partition {partition}: no message at offset {offset}")

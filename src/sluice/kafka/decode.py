@@ -26,7 +26,8 @@ would read into values no writer wrote).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -45,10 +46,13 @@ class DecodeFailure(Exception):
     """One payload's failure; its text is the error kind and detail."""
 
 
-def decode_each(payloads: Sequence[bytes | None], decode_one) -> tuple[list, list]:
+def decode_each(
+    payloads: Sequence[bytes | None], decode_one: Callable[[bytes, int], Any]
+) -> tuple[list[Any], list[str | None]]:
     """(data, errors) for `payloads`: `decode_one(payload, index)` gives a datum or raises
     DecodeFailure, whose text gets the payload's description appended."""
-    data, errors = [], []
+    data: list[Any] = []
+    errors: list[str | None] = []
     for index, payload in enumerate(payloads):
         if payload is None:
             data.append(None)

@@ -60,20 +60,24 @@ _lib: ctypes.CDLL | None = None
 
 def _library_path() -> str | None:
     """The librdkafka that confluent_kafka itself loads, or the system one."""
+    return _wheel_library() or ctypes.util.find_library("rdkafka")
+
+
+def _wheel_library() -> str | None:
+    """The librdkafka bundled with confluent_kafka's wheel, if it is installed."""
     try:
         import confluent_kafka
     except ImportError:
-        confluent_kafka = None
-    if confluent_kafka is not None:
-        site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
-        for pattern in (
-            "confluent_kafka.libs/librdkafka*.so*",  # Linux wheels (auditwheel)
-            "confluent_kafka/.dylibs/librdkafka*.dylib",  # macOS wheels (delocate)
-        ):
-            found = sorted(glob.glob(os.path.join(site, pattern)))
-            if found:
-                return found[0]
-    return ctypes.util.find_library("rdkafka")
+        return None
+    site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
+    for pattern in (
+        "confluent_kafka.libs/librdkafka*.so*",  # Linux wheels (auditwheel)
+        "confluent_kafka/.dylibs/librdkafka*.dylib",  # macOS wheels (delocate)
+    ):
+        found = sorted(glob.glob(os.path.join(site, pattern)))
+        if found:
+            return found[0]
+    return None
 
 
 def _load() -> ctypes.CDLL:
@@ -239,10 +243,10 @@ class EmbeddedKafka:
         kernel's table (`/proc/net/tcp`, Linux). A closed connection stays listed for
         about a minute (TIME_WAIT), so two calls a few seconds apart see every connection
         opened in between."""
-        listeners = [f.target for f in self._forwarders] or [
-            address.rsplit(":", 1) for address in self.bootstrap.split(",")
-        ]
-        ports = {int(port) for _, port in listeners}
+        if self._forwarders:
+            ports = {f.target[1] for f in self._forwarders}
+        else:
+            ports = {int(address.rsplit(":", 1)[1]) for address in self.bootstrap.split(",")}
         found = set()
         with open("/proc/net/tcp") as table:
             next(table)
@@ -261,8 +265,9 @@ class EmbeddedKafka:
 
     def close(self) -> None:
         """Stop the cluster (clients connected to it see their connections drop)."""
-        if _IN_PROCESS.get(getattr(self, "bootstrap", None)) is self:
-            del _IN_PROCESS[self.bootstrap]
+        bootstrap = getattr(self, "bootstrap", None)  # unset when __init__ failed before it
+        if bootstrap is not None and _IN_PROCESS.get(bootstrap) is self:
+            del _IN_PROCESS[bootstrap]
         with self._lock:
             cluster, rk = self._cluster, self._rk
             self._cluster = self._rk = None

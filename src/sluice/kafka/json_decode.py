@@ -161,13 +161,16 @@ class JsonDecoder(Decoder):
             text = payload.decode("utf-8")
         except UnicodeDecodeError:
             text = None
+        problem: str | None
         if len(payload) > JSON_MAX_BYTES:
             problem = f"document of {len(payload)} bytes exceeds the limit of {JSON_MAX_BYTES}"
         else:
             problem = _json_problem(payload, text)
         if problem is not None:
             raise DecodeFailure(f"Failed to decode JSON: {problem}")
-        return text
+        # Only a payload that is not UTF-8 has no text, and serde_json always finds its
+        # problem; were one missed, decoding it again fails loudly, not as a NULL.
+        return payload.decode("utf-8") if text is None else text
 
 
 def debezium_json_problem(value: Any) -> str | None:

@@ -65,10 +65,11 @@ class _SerdeStop(Exception):
     """Where serde_json stops reading a text; its message is the error's text."""
 
 
-_WHITESPACE = re.compile(rb"[ \t\n\r]*")
-_PLAIN_STRING = re.compile(rb'[^"\\\x00-\x1f]*')
-_DIGITS = re.compile(rb"[0-9]*")
-_HEX_DIGITS = re.compile(rb"[0-9a-fA-F]*")
+# Runs of bytes the scan skips (`run_end`).
+_WHITESPACE = re.compile(rb"[ \t\n\r]+")
+_PLAIN_STRING = re.compile(rb'[^"\\\x00-\x1f]+')
+_DIGITS = re.compile(rb"[0-9]+")
+_HEX_DIGITS = re.compile(rb"[0-9a-fA-F]+")
 _SIMPLE_ESCAPES = frozenset(b'"\\/bfnrt')
 _IDENT_RESTS = {ord("n"): b"ull", ord("t"): b"rue", ord("f"): b"alse"}
 _QUOTE, _BACKSLASH, _COMMA, _COLON, _MINUS, _DOT = b'"\\,:-.'
@@ -119,8 +120,14 @@ class _SerdeScan:
     def peek(self) -> int | None:
         return self.data[self.at] if self.at < len(self.data) else None
 
+    def run_end(self, run: re.Pattern[bytes], limit: int | None = None) -> int:
+        """Where the run of bytes `run` matches from `self.at` ends (at `limit` at most);
+        `self.at` when none starts there."""
+        found = run.match(self.data, self.at, len(self.data) if limit is None else limit)
+        return self.at if found is None else found.end()
+
     def skip_whitespace(self) -> int | None:
-        self.at = _WHITESPACE.match(self.data, self.at).end()
+        self.at = self.run_end(_WHITESPACE)
         return self.peek()
 
     def document(self) -> None:
@@ -201,12 +208,12 @@ class _SerdeScan:
             if self.at < len(self.data) and 0x30 <= self.data[self.at] <= 0x39:
                 self.stop_peeked("invalid number")
         elif 0x31 <= leading <= 0x39:
-            self.at = _DIGITS.match(self.data, self.at).end()
+            self.at = self.run_end(_DIGITS)
         else:
             self.stop("invalid number")
         if self.peek() == _DOT:
             self.at += 1
-            end = _DIGITS.match(self.data, self.at).end()
+            end = self.run_end(_DIGITS)
             if end == self.at:
                 self.stop_peeked("invalid number" if self.at < len(self.data) else "EOF while parsing a value")
             self.at = end
@@ -216,7 +223,7 @@ class _SerdeScan:
                 self.at += 1
             if not 0x30 <= self.next_byte("EOF while parsing a value") <= 0x39:
                 self.stop("invalid number")
-            self.at = _DIGITS.match(self.data, self.at).end()
+            self.at = self.run_end(_DIGITS)
         literal = self.data[start : self.at].decode("ascii")
         if not numeric_fits(literal):
             raise _SerdeStop(out_of_range(literal))
@@ -226,7 +233,7 @@ class _SerdeScan:
         the closing quote); a key beyond Spark's length."""
         start = self.at
         while True:
-            self.at = _PLAIN_STRING.match(self.data, self.at).end()
+            self.at = self.run_end(_PLAIN_STRING)
             found = self.next_byte("EOF while parsing a string")
             if found == _QUOTE:
                 break
@@ -267,7 +274,7 @@ class _SerdeScan:
         if self.at + 4 > len(self.data):
             self.at = len(self.data)
             self.stop("EOF while parsing a string")
-        digits = _HEX_DIGITS.match(self.data, self.at, self.at + 4).end() - self.at
+        digits = self.run_end(_HEX_DIGITS, self.at + 4) - self.at
         if digits < 4:
             self.at += digits + 1
             self.stop("invalid escape")

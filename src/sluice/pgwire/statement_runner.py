@@ -188,8 +188,7 @@ class StatementRunner:
             return self._copy_rows(outcome.columns, outcome.rows, streaming=False)
         with self.server.lock.reading():
             planned = self.session.plan(statement)
-        query = planned.query
-        columns = [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_planned_columns(query)]
+        columns = _subscribe_columns(planned)
         cancellable = self.session.cancellable(text[start:end])
         subscription = self._watched(lambda: self.session.subscribe_plan(planned), cancellable)
         return self._watched(
@@ -227,7 +226,7 @@ class StatementRunner:
             self.read_transaction = True
             with self.server.lock.reading():
                 planned = self.session.plan(statement)
-            columns = [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_planned_columns(planned.query)]
+            columns = _subscribe_columns(planned)
             subscription = self._watched(lambda: self.session.subscribe_plan(planned), None)
             self.cursors[name] = Cursor(columns, subscription=subscription)
         else:
@@ -409,8 +408,17 @@ def _operation(words: list[str]) -> str:
 
 def _planned_columns(planned: Any) -> list[tuple[str, int, int]] | None:
     if isinstance(planned, QueryPlan):
-        return [(c.name, *oid_of(c.type.name)) for c in planned.columns]
+        return _query_columns(planned)
     columns = getattr(planned, "columns", None)
     if columns:
         return [(c, TEXT_OID, -1) for c in columns]
     return None
+
+
+def _query_columns(query: QueryPlan) -> list[tuple[str, int, int]]:
+    return [(c.name, *oid_of(c.type.name)) for c in query.columns]
+
+
+def _subscribe_columns(planned: SubscribePlan) -> list[tuple[str, int, int]]:
+    """A SUBSCRIBE's columns: its timestamp and diff, then its query's."""
+    return [("mz_timestamp", 1700, -1), ("mz_diff", 20, 8), *_query_columns(planned.query)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import struct
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -125,7 +126,7 @@ def _interval_send(value: datetime.timedelta) -> bytes:
     return struct.pack("!qii", _microseconds(value - datetime.timedelta(days=value.days)), value.days, 0)
 
 
-_SENDERS = {
+_SENDERS: dict[int, Callable[[Any], bytes]] = {
     16: lambda v: b"\x01" if v else b"\x00",
     17: bytes,
     20: lambda v: struct.pack("!q", v),

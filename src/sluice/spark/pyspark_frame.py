@@ -19,9 +19,10 @@ import pyarrow as pa
 import sqlglot
 from pyspark.sql.types import DataType, StructType
 
+from sluice.errors import InternalError
 from sluice.spark.kafka_source import Options
 from sluice.spark.pyspark_expr import RECORDING, Expr, Sql, Unrecordable, arguments, call, literal, parts_of
-from sluice.spark.pyspark_layout import RETURN, comment_lines, sql_literal, statement_lines
+from sluice.spark.pyspark_layout import RETURN, Return, comment_lines, sql_literal, statement_lines
 
 _RAW = object()  # the target of a statement of raw lines
 _SCHEMA = object()  # a reader's schema, among its options
@@ -90,10 +91,9 @@ class _Schema(Expr):
         self.frame = frame
 
     def __getitem__(self, name: str) -> _Field:
-        data_type = self.frame.fields[name]
-        if data_type is None:
-            data_type = Expr((self.frame, f'.schema["{name}"].dataType'))
-        return _Field(name, data_type)
+        known = self.frame.fields[name]
+        data_type = Expr((self.frame, f'.schema["{name}"].dataType')) if known is None else known
+        return _Field(self.frame, name, data_type)
 
     def __iter__(self) -> Iterator:
         return (self[name] for name in self.frame.fields)
@@ -103,11 +103,12 @@ class _Schema(Expr):
         return list(self)
 
 
-class _Field:
-    """A field of `frame.schema`: its `name` and `dataType`."""
+class _Field(Expr):
+    """A field of `frame.schema`: its `name` and `dataType`; as an argument,
+    `frame.schema["name"]`."""
 
-    def __init__(self, name: str, data_type) -> None:
-        self.name = name
+    def __init__(self, frame: Frame, name: str, data_type: DataType | Expr) -> None:
+        super().__init__((frame, f'.schema["{name}"]'), name)
         self.dataType = data_type
 
 
@@ -252,8 +253,10 @@ class _Session(Expr):
         return _Reader(self.recording, ("spark.readStream",), {})
 
     def sql(self, text: str) -> Frame:
-        names = sqlglot.parse_one(text, read="spark").named_selects
-        return Frame(self.recording, ("spark.sql(", Sql(text), ")"), dict.fromkeys(names))
+        query = sqlglot.parse_one(text, read="spark")
+        if not isinstance(query, sqlglot.exp.Selectable):  # rendering asks Spark SQL for frames only
+            raise InternalError.bug(f"spark.sql of a statement that gives no frame: {text}")
+        return Frame(self.recording, ("spark.sql(", Sql(text), ")"), dict.fromkeys(query.named_selects))
 
     def createDataFrame(self, data, schema: StructType) -> Frame:
         if isinstance(data, pa.Table):  # as sluice gives a table's rows: through Arrow
@@ -285,7 +288,7 @@ class Recording:
         self.frame_comments: dict[int, str] = {}  # id(frame) → comment above its variable
         self.imports: set[str] = set()  # what the program imports beyond the usual
 
-    def statement(self, parts: tuple, target: str | None = None) -> None:
+    def statement(self, parts: tuple, target: str | Return | None = None) -> None:
         self.statements.append((target, parts))
 
     def bind_result(self, parts: tuple, method: str) -> Expr:

@@ -5,12 +5,21 @@ width where Python lets it break (`wrapped`).
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections.abc import Iterator
 
 from sluice.spark.pyspark_expr import literal
 
-RETURN = object()  # the target of a function's `return` statement
+
+class Return(enum.Enum):
+    """The target of a function's `return` statement; a statement's target is otherwise
+    the variable it assigns, or None."""
+
+    RETURN = "return"
+
+
+RETURN = Return.RETURN
 
 
 def comment_lines(comment: str | None) -> list[str]:
@@ -18,7 +27,7 @@ def comment_lines(comment: str | None) -> list[str]:
     return [] if comment is None else [f"# {line}" for line in comment.split("\n")]
 
 
-def statement_lines(target: str | None, text: str) -> list[str]:
+def statement_lines(target: str | Return | None, text: str) -> list[str]:
     """`target = text` with a method chain one call a line, as PySpark is written."""
     calls = _split_chain(text)
     head = "return " if target is RETURN else f"{target} = " if target is not None else ""
@@ -93,7 +102,9 @@ def wrapped(line: str, width: int) -> list[str]:
 
 def _outermost_groups(line: str) -> list[tuple[int, int, list[int]]]:
     """(opening, closing, commas inside) of each bracket pair at the line's outermost level."""
-    groups, stack, lowest = [], [], 0
+    groups: list[tuple[int, int, list[int]]] = []
+    stack: list[tuple[int, list[int] | None]] = []  # open brackets; commas of the outermost
+    lowest = 0
     for i, ch, depth in _code(line):
         if ch in "([{":
             if depth <= lowest:
