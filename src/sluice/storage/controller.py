@@ -23,7 +23,6 @@ offsets its topic's high watermarks had when the statement started — read-your
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -241,11 +240,13 @@ class Controller:
         if job is not None:
             status = job.status
             return (status.state, status.rows, status.offset, status.error)
+        from sluice.kafka.progress import Progress
+
         try:
-            committed = json.loads((self._sink_folder(sink_id) / "progress.json").read_text())
-        except (OSError, ValueError):
-            committed = {}
-        return ("stopped", committed.get("rows", 0), committed.get("offset"), None)
+            committed = Progress.from_json((self._sink_folder(sink_id) / "progress.json").read_bytes())
+        except (OSError, ValueError, TypeError):  # none yet, or not a record this sluice wrote
+            committed = Progress()
+        return ("stopped", committed.rows, committed.offset, None)
 
     def drain_sinks(self, timeout: float) -> list[str]:
         """Wait (up to `timeout` seconds) until every running sink has delivered what its
